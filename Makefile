@@ -1,0 +1,44 @@
+# Thin front for the CMake presets. `make test` and `make demo` install what they need.
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 60
+
+.PHONY: deps build debug asan test test-release test-asan bench fuzz clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+
+debug: deps
+	@cmake --preset debug >/dev/null
+	@cmake --build --preset debug -j $(JOBS)
+
+asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+
+test-release: build
+	@cd build/release && ctest --output-on-failure -j $(JOBS)
+
+# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (tests whose
+# name contains "Slow" are whole-run checks and are skipped there).
+test-asan: asan
+	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -E "Slow"
+
+test: test-release test-asan
+
+bench: build
+	@./build/release/sps bench gemm
+	@./build/release/sps bench step --config configs/models/tiny.yaml
+	@./build/release/sps bench step --config configs/models/tiny.yaml model.family=sps model.window_size=64
+
+fuzz: deps
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+	@mkdir -p build/fuzz/corpus_safetensors
+	@./build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) build/fuzz/corpus_safetensors
+
+clean:
+	rm -rf build

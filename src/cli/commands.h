@@ -1,0 +1,9 @@
+#pragma once
+// Each subcommand file registers its CLI11 subcommand; the callback does the work.
+#include <CLI/CLI.hpp>
+
+namespace sps::cli {
+
+void register_bench(CLI::App& app);
+
+}  // namespace sps::cli

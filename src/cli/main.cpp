@@ -1,0 +1,29 @@
+// sps: one binary, one subcommand per file in src/cli/.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"sps: State-Prediction Separation Transformers and their baselines"};
+  app.require_subcommand(1);
+  sps::cli::register_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "sps: %s\n", e.what());
+    return 2;
+  } catch (const sps::UserError& e) {
+    std::fprintf(stderr, "sps: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sps: internal error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

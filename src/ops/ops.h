@@ -1,0 +1,111 @@
+#pragma once
+// The tensor operations the model is written against. Every op has a forward and an
+// explicit backward. Pointers are to the backend's memory; shapes are in the comments,
+// row-major, [rows, cols]. CPU implementations live in ops/cpu/ and are instantiated for
+// float (training) and double (tests). A CUDA backend implements the same declarations.
+//
+// Conventions: "accumulate" arguments choose between out = f(...) and out += f(...).
+// Gradients of parameters are always accumulated (+=), so a step's micro-batches add up.
+#include <cstdint>
+
+namespace sps::ops {
+
+// ---- linear (BLAS GEMM) -------------------------------------------------------------
+// out[rows, out_dim] (+)= in[rows, in_dim] · weightᵀ, weight [out_dim, in_dim].
+// ld_in / ld_out are the row strides of in / out (0 means dense: in_dim / out_dim).
+template <typename T>
+void linear_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
+                    int64_t out_dim, bool accumulate, int64_t ld_in = 0, int64_t ld_out = 0);
+
+// din[rows, in_dim] (+)= dout · weight  (skipped when din is null);
+// dweight[out_dim, in_dim] += doutᵀ · in  (skipped when dweight is null).
+template <typename T>
+void linear_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight,
+                     int64_t rows, int64_t in_dim, int64_t out_dim, bool accumulate_din,
+                     int64_t ld_in = 0, int64_t ld_dout = 0);
+
+// ---- embedding ----------------------------------------------------------------------
+// out[n, d] = table[tokens[i], :]
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n, int64_t d);
+// dtable[tokens[i], :] += dout[i, :]  (repeated tokens add up)
+template <typename T>
+void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t n, int64_t d);
+
+// ---- RMSNorm: y = x · rsqrt(mean(x²) + eps) · gain ----------------------------------
+// in, out: [rows, d]; rstd: [rows] (saved for backward).
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* in, const T* gain, int64_t rows, int64_t d,
+                     double eps);
+// din[rows, d] += ∂/∂in ; dgain[d] += ∂/∂gain
+template <typename T>
+void rmsnorm_backward(T* din, T* dgain, const T* dout, const T* in, const T* gain,
+                      const T* rstd, int64_t rows, int64_t d);
+
+// ---- RoPE, adjacent pairs (Llama-1 layout) ------------------------------------------
+// Tables: cos/sin [max_pos, head_dim/2], angle = pos · theta^(-2j/head_dim).
+template <typename T>
+void rope_tables(T* cos_table, T* sin_table, int64_t max_pos, int64_t head_dim, double theta);
+// In place on x: rows n, each holding `heads` heads of head_dim at columns [h·D, (h+1)·D),
+// consecutive rows row_stride apart; pos[n] is each row's position.
+template <typename T>
+void rope_forward(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                  int64_t row_stride, const T* cos_table, const T* sin_table);
+// In place on dx: the transpose (rotation by the negative angle).
+template <typename T>
+void rope_backward(T* dx, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                   int64_t row_stride, const T* cos_table, const T* sin_table);
+
+// ---- SwiGLU: act = silu(gate) ⊙ up ---------------------------------------------------
+// gate_up: [rows, 2F] (gate in columns [0, F), up in [F, 2F)); act: [rows, F].
+template <typename T>
+void swiglu_forward(T* act, const T* gate_up, int64_t rows, int64_t F);
+// dgate_up[rows, 2F] = ∂/∂gate_up (written, not accumulated)
+template <typename T>
+void swiglu_backward(T* dgate_up, const T* dact, const T* gate_up, int64_t rows, int64_t F);
+
+// ---- cross-entropy --------------------------------------------------------------------
+// logits [rows, V]; nll[r] = logsumexp(logits[r]) − logits[r, targets[r]]; lse[r] saved.
+template <typename T>
+void cross_entropy_forward(T* nll, T* lse, const T* logits, const int32_t* targets,
+                           int64_t rows, int64_t V);
+// dlogits[r, :] = (softmax(logits[r]) − onehot(targets[r])) · dnll[r]. dlogits may alias
+// logits (the LM head overwrites its logits with their gradient).
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
+                            const T* dnll, int64_t rows, int64_t V);
+
+// ---- family-masked attention ---------------------------------------------------------
+// Slots of one sequence are stream-major: streams = 1 (standard) or 2 (interleaved: all
+// input slots of the T tokens, then all predict slots). Slot (stream a, token i) may see
+// slot (stream b, token j) iff
+//   causal:   j < i, or j == i and b <= a (input before predict);
+//   document: doc[j] == doc[i];
+//   window:   b == persistent_stream, or i − j <= window;
+//   ω:        when persistent_window >= 0, a persistent key also needs i − j <= ω.
+struct AttentionLayout {
+  int64_t batch = 0;              // B sequences
+  int64_t tokens = 0;             // T tokens per sequence
+  int64_t streams = 1;            // slots per sequence S = streams · T
+  int64_t persistent_stream = 0;  // which stream's keys persist (0 = input)
+  int64_t window = 0;             // w, in tokens, for the other stream's keys
+  int64_t persistent_window = -1; // ω, or -1 for none
+  int64_t heads = 0;              // H
+  int64_t head_dim = 0;           // D
+  const int32_t* doc = nullptr;        // [B, T] document id of each token
+  const int32_t* doc_start = nullptr;  // [B, T] a lower bound for the first token of
+                                       // each token's document (for skipping tiles)
+};
+
+// qkv: [B·S, 3·H·D], q | k | v, head h at columns [h·D, (h+1)·D) of each part (after RoPE).
+// out: [B·S, H·D]; lse: [B, H, S] log-sum-exp of each query's scaled scores (for backward).
+// Scale 1/√D. Returns the number of query-key score pairs computed (tiles not skipped).
+template <typename T>
+int64_t attention_forward(T* out, T* lse, const T* qkv, const AttentionLayout& layout);
+
+// dqkv: [B·S, 3·H·D] written (not accumulated) with ∂/∂q | ∂/∂k | ∂/∂v.
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
+                        const AttentionLayout& layout);
+
+}  // namespace sps::ops
