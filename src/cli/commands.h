@@ -5,5 +5,6 @@
 namespace sps::cli {
 
 void register_bench(CLI::App& app);
+void register_tokenizer(CLI::App& app);
 
 }  // namespace sps::cli

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   CLI::App app{"sps: State-Prediction Separation Transformers and their baselines"};
   app.require_subcommand(1);
   sps::cli::register_bench(app);
+  sps::cli::register_tokenizer(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
