@@ -1,10 +1,39 @@
+#include "bench/bench.h"
 #include "cli/commands.h"
+#include "model/config.h"
+#include "util/error.h"
 
 namespace sps::cli {
 
 void register_bench(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "measure kernels and training steps");
   bench->require_subcommand(1);
+
+  auto* gemm = bench->add_subcommand("gemm", "the sgemm rate BLAS reaches with these threads");
+  static int64_t gemm_n = 2048;
+  static int gemm_repeats = 5;
+  gemm->add_option("--size", gemm_n, "matrix size n (n×n×n)")->check(CLI::Range(64, 16384));
+  gemm->add_option("--repeats", gemm_repeats, "timed runs")->check(CLI::Range(1, 1000));
+  gemm->callback([] { run_gemm_bench(gemm_n, gemm_repeats); });
+
+  auto* step = bench->add_subcommand("step", "forward + backward of one micro-batch");
+  static std::string config_path;
+  static std::vector<std::string> overrides;
+  static StepBenchOptions options;
+  step->add_option("--config", config_path, "model config YAML")->required();
+  step->add_option("overrides", overrides, "key=value overrides, e.g. model.window_size=16");
+  step->add_option("--batch", options.batch, "micro-batch sequences")->check(CLI::Range(1, 4096));
+  step->add_option("--tokens", options.tokens, "tokens per sequence (default: block_size)")
+      ->check(CLI::Range(1, 1 << 20));
+  step->add_option("--warmup", options.warmup, "untimed steps")->check(CLI::Range(0, 100));
+  step->add_option("--steps", options.steps, "timed steps")->check(CLI::Range(1, 1000));
+  step->add_flag("--json", options.json, "print one JSON object");
+  step->callback([] {
+    options.config = load_model_config(config_path, overrides);
+    if (options.tokens > options.config.block_size)
+      fail("--tokens {} exceeds model.block_size {}", options.tokens, options.config.block_size);
+    run_step_bench(options);
+  });
 }
 
 }  // namespace sps::cli

@@ -1,0 +1,77 @@
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "bench/bench.h"
+#include "model/flops.h"
+#include "model/model.h"
+#include "util/alloc_counter.h"
+#include "util/process_stats.h"
+#include "util/rng.h"
+
+namespace sps {
+
+void run_step_bench(const StepBenchOptions& o) {
+  const ModelConfig& c = o.config;
+  const int64_t B = o.batch, T = o.tokens > 0 ? o.tokens : c.block_size;
+  const double sgemm = measure_sgemm_gflops(2048, 3);
+
+  Model<float> model(c);
+  model.init_weights(o.seed);
+  model.reserve(B, T);
+  // Random tokens below EOS: every loss term counts, one document per sequence.
+  std::vector<int32_t> x(B * T), y(B * T);
+  Rng rng(o.seed + 1);
+  for (auto& t : x) t = int32_t(rng.below(uint64_t(c.eos_token_id)));
+  for (auto& t : y) t = int32_t(rng.below(uint64_t(c.eos_token_id)));
+
+  StepResult result;
+  for (int i = 0; i < o.warmup; ++i) result = model.forward_backward(x.data(), y.data(), B, T);
+  const int64_t allocations_before = allocation_count();
+  std::vector<double> seconds;
+  for (int i = 0; i < o.steps; ++i) {
+    const double t0 = now_seconds();
+    result = model.forward_backward(x.data(), y.data(), B, T);
+    seconds.push_back(now_seconds() - t0);
+  }
+  const int64_t step_allocations = (allocation_count() - allocations_before) / std::max(1, o.steps);
+  const double step = median(seconds);
+  const double flops = training_step_flops(c, B, T, result.attention_pairs);
+  const double gflops = flops / step / 1e9;
+  const double pairs_ratio = double(result.attention_pairs) / dense_causal_pairs(c, B, T);
+
+  if (o.json) {
+    nlohmann::json j = {{"family", c.family}, {"window", c.window_size}, {"batch", B},
+                        {"tokens", T}, {"threads", omp_get_max_threads()},
+                        {"step_seconds", step}, {"tokens_per_second", double(B * T) / step},
+                        {"gflops", gflops}, {"sgemm_gflops", sgemm},
+                        {"fraction_of_sgemm", gflops / sgemm},
+                        {"attention_pairs", result.attention_pairs},
+                        {"attention_pairs_vs_dense_causal", pairs_ratio},
+                        {"parameters", c.parameter_count()},
+                        {"activation_bytes", model.activation_bytes()},
+                        {"peak_rss_bytes", peak_rss_bytes()},
+                        {"allocations_per_step", step_allocations}, {"loss", result.loss}};
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("family {} (w={})  L={} d={} H={} F={} V={}  params {:.2f}M\n", c.family,
+             c.window_size, c.n_layer, c.hidden_size, c.n_head, c.intermediate_size,
+             c.vocab_size, double(c.parameter_count()) / 1e6);
+  fmt::print("micro-batch {} x {} tokens, {} threads, median of {} steps after {} warm-up\n", B,
+             T, omp_get_max_threads(), o.steps, o.warmup);
+  fmt::print("  step time            {:.3f} s\n", step);
+  fmt::print("  input tokens/s       {:.0f}\n", double(B * T) / step);
+  fmt::print("  model GFLOP/s        {:.1f}  ({:.0f}% of sgemm {:.1f} GFLOP/s)\n", gflops,
+             100 * gflops / sgemm, sgemm);
+  fmt::print("  attention pairs      {} ({:.3f}x dense causal over the same slots)\n",
+             result.attention_pairs, pairs_ratio);
+  fmt::print("  activations          {:.1f} MiB, peak RSS {:.1f} MiB\n",
+             double(model.activation_bytes()) / 1048576.0, double(peak_rss_bytes()) / 1048576.0);
+  fmt::print("  allocations per step {}\n", step_allocations);
+  fmt::print("  loss                 {:.4f}\n", result.loss);
+}
+
+}  // namespace sps

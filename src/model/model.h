@@ -1,0 +1,88 @@
+#pragma once
+// The training forward and backward of every family (SPEC §2–§5), written against the ops
+// interface. Activations live in one buffer planned for (batch, tokens) before the first
+// step; a step does not allocate.
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/family.h"
+#include "model/params.h"
+#include "model/slot_layout.h"
+#include "ops/ops.h"
+
+namespace sps {
+
+struct ForwardOptions {
+  double* nll = nullptr;     // optional [B, T] per-position NLL (every position)
+  double* logits = nullptr;  // optional [B, T, V] logits read at the readout slots
+};
+
+struct StepResult {
+  double loss = 0;       // Σ nll·keep / Σ keep (0 when nothing counts)
+  int64_t kept = 0;      // Σ keep
+  double nll_sum = 0;    // Σ nll·keep
+  int64_t attention_pairs = 0;  // score pairs the attention computed, all layers
+};
+
+template <typename T>
+class Model {
+ public:
+  explicit Model(const ModelConfig& config);
+
+  const ModelConfig& config() const { return config_; }
+  const Family& family() const { return family_; }
+  const ParamTable& params() const { return table_; }
+  T* weights() { return weights_.data(); }
+  const T* weights() const { return weights_.data(); }
+  T* grads() { return grads_.data(); }
+  const T* grads() const { return grads_.data(); }
+
+  void init_weights(uint64_t seed) { init_parameters(weights_.data(), table_, config_, seed); }
+  void zero_grads();
+
+  // Plans activation memory for up to `batch` sequences of `tokens` tokens. Called by
+  // forward when needed; call it up front to keep allocation out of the step loop.
+  void reserve(int64_t batch, int64_t tokens);
+  int64_t activation_bytes() const { return int64_t(acts_.size() * sizeof(T)); }
+
+  // x, y: [B, T] token ids (validated against the vocabulary by the caller).
+  StepResult forward(const int32_t* x, const int32_t* y, int64_t batch, int64_t tokens,
+                     const ForwardOptions& options = {});
+  // forward, then gradients of grad_scale · loss added into grads().
+  StepResult forward_backward(const int32_t* x, const int32_t* y, int64_t batch,
+                              int64_t tokens, double grad_scale = 1.0);
+
+ private:
+  struct LayerActs {  // pointers into acts_, all [B·S, ·] stream-major
+    T *h_in, *n1, *rstd1, *qkv, *att, *lse, *h_mid, *n2, *rstd2, *gate_up, *act;
+  };
+  StepResult run(const int32_t* x, const int32_t* y, int64_t B, int64_t T_, bool backward,
+                 double grad_scale, const ForwardOptions& options);
+  void lm_head(const int32_t* y, bool backward, double grad_scale, StepResult& result,
+               const ForwardOptions& options);
+  void backward_layers();
+  ops::AttentionLayout attention_layout() const;
+
+  ModelConfig config_;
+  Family family_;
+  ParamTable table_;
+  std::vector<T> weights_, grads_;
+  SlotLayout layout_;
+  std::vector<int32_t> slot_positions_;  // [B·S] position of every slot
+  std::vector<int32_t> readout_targets_; // [B·T]
+  std::vector<T> rope_cos_, rope_sin_;
+  std::vector<T> acts_;
+  int64_t planned_batch_ = 0, planned_tokens_ = 0;  // the shape acts_ was planned for
+  std::vector<LayerActs> layer_acts_;
+  T *h_out_ = nullptr, *nf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *lse_head_ = nullptr,
+    *nll_ = nullptr;
+  T *dh_ = nullptr, *dn_ = nullptr, *dqkv_ = nullptr, *datt_ = nullptr, *dgate_up_ = nullptr,
+    *dact_ = nullptr, *dnf_ = nullptr;
+  int64_t batch_ = 0, tokens_ = 0;
+};
+
+// Rows of the LM head computed at once (bounds the logits buffer to chunk × V).
+inline constexpr int64_t kLmHeadChunk = 256;
+
+}  // namespace sps

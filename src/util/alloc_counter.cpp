@@ -1,0 +1,46 @@
+#include "util/alloc_counter.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+std::atomic<int64_t> g_allocations{0};
+
+void* counted_alloc(std::size_t size, std::size_t alignment) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (size == 0) size = 1;
+  void* p = nullptr;
+  if (alignment <= alignof(std::max_align_t)) {
+    p = std::malloc(size);
+  } else {
+    size = (size + alignment - 1) / alignment * alignment;
+    p = std::aligned_alloc(alignment, size);
+  }
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+namespace sps {
+int64_t allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+}  // namespace sps
+
+void* operator new(std::size_t size) { return counted_alloc(size, 0); }
+void* operator new[](std::size_t size) { return counted_alloc(size, 0); }
+void* operator new(std::size_t size, std::align_val_t a) { return counted_alloc(size, std::size_t(a)); }
+void* operator new[](std::size_t size, std::align_val_t a) { return counted_alloc(size, std::size_t(a)); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  try { return counted_alloc(size, 0); } catch (...) { return nullptr; }
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  try { return counted_alloc(size, 0); } catch (...) { return nullptr; }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
