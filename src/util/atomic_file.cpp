@@ -1,0 +1,78 @@
+#include "util/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "util/error.h"
+
+namespace sps {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// The folder holding `path` ("." for a bare file name), for the fsync after rename.
+std::string parent_folder(const std::string& path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path)
+    : path_(path), tmp_path_(path + ".tmp." + std::to_string(::getpid())) {
+  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0) fail("{}: cannot create file: {}", path_, errno_text(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_path_.c_str());
+}
+
+void AtomicFile::write(const void* data, size_t size) {
+  SPS_ASSERT(fd_ >= 0 && !committed_);
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd_, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("{}: cannot write: {}", path_, errno_text(errno));
+    }
+    if (n == 0) fail("{}: cannot write: no progress (device full?)", path_);
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  SPS_ASSERT(fd_ >= 0 && !committed_);
+  // Delayed write errors (ENOSPC, EIO, EDQUOT) surface at fsync or close.
+  if (::fsync(fd_) != 0) fail("{}: cannot write: {}", path_, errno_text(errno));
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("{}: cannot write: {}", path_, errno_text(errno));
+  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0)
+    fail("{}: cannot replace file: {}", path_, errno_text(errno));
+  committed_ = true;
+  // Make the rename itself durable. Some file systems refuse fsync on folders; the
+  // content is already in place then, so that is not an error.
+  int dir_fd = ::open(parent_folder(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  AtomicFile file(path);
+  file.write(content.data(), content.size());
+  file.commit();
+}
+
+}  // namespace sps
