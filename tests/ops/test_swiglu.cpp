@@ -1,0 +1,81 @@
+// swiglu_forward / swiglu_backward: a plain-loop reference (including saturated gates),
+// finite differences in double, overwrite semantics, float against double.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "gradcheck.h"
+#include "ops/ops.h"
+
+namespace sps::ops {
+namespace {
+
+using testing::cast_vector;
+using testing::max_relative_error;
+using testing::numeric_gradient;
+using testing::random_vector;
+
+double silu(double g) { return g / (1.0 + std::exp(-g)); }
+
+TEST(SwiGLU, ForwardMatchesLoop) {
+  const int64_t rows = 3, F = 21;
+  auto gate_up = random_vector(rows * 2 * F, 1, 2.0);
+  gate_up[0] = 120.0;   // saturated gates: silu → g and → 0 without overflow trouble
+  gate_up[1] = -120.0;
+  gate_up[2] = -1000.0;
+  std::vector<double> act(rows * F);
+  swiglu_forward(act.data(), gate_up.data(), rows, F);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < F; ++c) {
+      const double g = gate_up[r * 2 * F + c], u = gate_up[r * 2 * F + F + c];
+      EXPECT_NEAR(act[r * F + c], silu(g) * u, 1e-13) << r << " " << c;
+    }
+}
+
+TEST(SwiGLU, BackwardMatchesFiniteDifferencesAndOverwrites) {
+  const int64_t rows = 4, F = 9;
+  auto gate_up = random_vector(rows * 2 * F, 2, 2.0);
+  const auto R = random_vector(rows * F, 3);  // loss = Σ act · R
+  auto loss = [&] {
+    std::vector<double> act(rows * F);
+    swiglu_forward(act.data(), gate_up.data(), rows, F);
+    double total = 0;
+    for (int64_t k = 0; k < rows * F; ++k) total += act[k] * R[k];
+    return total;
+  };
+  const auto numeric = numeric_gradient(loss, gate_up.data(), gate_up.size());
+  std::vector<double> dgate_up(gate_up.size(), 1e6);  // garbage that must be overwritten
+  swiglu_backward(dgate_up.data(), R.data(), gate_up.data(), rows, F);
+  EXPECT_LT(max_relative_error(dgate_up.data(), numeric.data(), numeric.size()), 1e-8);
+}
+
+TEST(SwiGLU, SaturatedGatesHaveFiniteGradients) {
+  const int64_t F = 4;
+  const std::vector<double> gate_up = {-1000, -90, 90, 1000, 1, 2, 3, 4};
+  const std::vector<float> gate_up_f(gate_up.begin(), gate_up.end());
+  const std::vector<float> dact(F, 1.0f);
+  std::vector<float> dgate_up(2 * F);
+  swiglu_backward(dgate_up.data(), dact.data(), gate_up_f.data(), 1, F);
+  // silu'(g) → 0 for g → −∞ and → 1 for g → +∞; d/dup = silu(g) → 0 or g.
+  const std::vector<float> expected = {0, 0, 3, 4, 0, 0, 90, 1000};
+  for (int64_t k = 0; k < 2 * F; ++k) EXPECT_NEAR(dgate_up[k], expected[k], 1e-5) << k;
+}
+
+TEST(SwiGLU, FloatAgreesWithDouble) {
+  const int64_t rows = 40, F = 1536;
+  const auto gate_up = random_vector(rows * 2 * F, 4, 3.0);
+  const auto dact = random_vector(rows * F, 5);
+  std::vector<double> act(rows * F), dgate_up(gate_up.size());
+  swiglu_forward(act.data(), gate_up.data(), rows, F);
+  swiglu_backward(dgate_up.data(), dact.data(), gate_up.data(), rows, F);
+  const auto gate_up_f = cast_vector<float>(gate_up), dact_f = cast_vector<float>(dact);
+  std::vector<float> act_f(rows * F), dgate_up_f(gate_up.size());
+  swiglu_forward(act_f.data(), gate_up_f.data(), rows, F);
+  swiglu_backward(dgate_up_f.data(), dact_f.data(), gate_up_f.data(), rows, F);
+  EXPECT_LT(max_relative_error(act_f.data(), act.data(), act.size()), 1e-6);
+  EXPECT_LT(max_relative_error(dgate_up_f.data(), dgate_up.data(), dgate_up.size()), 1e-6);
+}
+
+}  // namespace
+}  // namespace sps::ops
