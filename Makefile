@@ -6,6 +6,7 @@ FUZZ_SECONDS ?= 60
 
 deps:
 	@bash scripts/install-deps.sh
+	@bash scripts/get-gpt2-files.sh && bash scripts/get-reference-tokenizer.sh
 
 build: deps
 	@cmake --preset release >/dev/null

