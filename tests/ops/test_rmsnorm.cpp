@@ -9,6 +9,7 @@
 
 #include "gradcheck.h"
 #include "ops/ops.h"
+#include "util/alloc_counter.h"
 
 namespace sps::ops {
 namespace {
@@ -109,6 +110,26 @@ TEST(RMSNorm, ParallelBackwardMatchesFiniteDifferences) {
     EXPECT_LT(max_relative_error(dgain.data(), first_dgain.data(), d), 1e-12);
   }
   omp_set_num_threads(saved_threads);
+}
+
+// The per-thread dgain partials live in kept scratch: after the first call (the planned
+// step's warm-up) backward allocates nothing.
+TEST(RMSNorm, BackwardAllocatesNothingOnceWarm) {
+  const int64_t rows = 70, d = 520;
+  const auto in = random_vector(rows * d, 14);
+  const auto gain = random_vector(d, 15);
+  const auto dout = random_vector(rows * d, 16);
+  std::vector<double> out(rows * d), rstd(rows), din(rows * d, 0.0), dgain(d, 0.0);
+  rmsnorm_forward(out.data(), rstd.data(), in.data(), gain.data(), rows, d, kEps);
+  auto step = [&](int64_t n) {
+    rmsnorm_backward(din.data(), dgain.data(), dout.data(), in.data(), gain.data(), rstd.data(),
+                     n, d);
+  };
+  step(rows);
+  const int64_t before = allocation_count();
+  step(rows);
+  step(2);  // the serial path reuses the same scratch
+  EXPECT_EQ(allocation_count() - before, 0);
 }
 
 TEST(RMSNorm, FloatAgreesWithDouble) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace sps::ops::cpu {
 
@@ -17,6 +18,15 @@ inline constexpr int64_t kParallelThreshold = 1 << 15;
 // bits anyway, so this costs no extra clock drop; on narrower ISAs GCC splits the lanes).
 template <typename T>
 inline constexpr int kSimdLanes = 64 / sizeof(T);
+
+// Scratch owned by the calling thread, grown on demand and kept, so a planned training step
+// allocates nothing after its first iteration. Contents are unspecified on return.
+template <typename T>
+T* thread_scratch(int64_t n) {
+  thread_local std::vector<T> buffer;
+  if (int64_t(buffer.size()) < n) buffer.resize(n);
+  return buffer.data();
+}
 
 // exp(x) for float in a form GCC vectorises (glibc's libmvec is only used under
 // -ffast-math). Range reduction x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so the

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/ops.h"
@@ -36,14 +35,15 @@ void rmsnorm_backward(T* din, T* dgain, const T* dout, const T* in, const T* gai
   // so the result is deterministic for a given thread count.
   const bool parallel = rows * d >= cpu::kParallelThreshold;
   const int max_threads = parallel ? omp_get_max_threads() : 1;
-  std::vector<T> partial(int64_t(max_threads) * d);
+  T* partial = cpu::thread_scratch<T>(int64_t(max_threads) * d);  // [threads, d]
   int used_threads = 1;
 #pragma omp parallel if (parallel)
   {
     const int thread = omp_get_thread_num();
 #pragma omp single
     used_threads = omp_get_num_threads();
-    T* __restrict my_dgain = partial.data() + int64_t(thread) * d;
+    T* __restrict my_dgain = partial + int64_t(thread) * d;
+    std::fill(my_dgain, my_dgain + d, T(0));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const T* __restrict x = in + r * d;
