@@ -1,6 +1,7 @@
 #include "util/alloc_counter.h"
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <new>
 

@@ -1,0 +1,132 @@
+// Invariants of the model: left padding changes nothing, init is deterministic, weights
+// survive a save/load, and a planned step allocates nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "gradcheck.h"
+#include "model/weights_io.h"
+#include "model_fixtures.h"
+#include "util/alloc_counter.h"
+#include "util/error.h"
+
+namespace sps::testing {
+namespace {
+
+class ModelInvariants : public ::testing::TestWithParam<std::string> {};
+
+// A row left-padded with PAD gives, at its real positions, the logits of the same tokens
+// run alone without padding.
+TEST_P(ModelInvariants, LeftPaddingLeavesRealRowsUnchanged) {
+  const ModelConfig c = micro_config(GetParam(), 2);
+  Model<double> model(c);
+  randomize_weights(model, 3);
+  const int64_t T = c.block_size, V = c.vocab_size, pad = 4, n = T - pad;
+  const auto real = random_tokens(1, n, c, 21, {3});
+  const auto targets = random_tokens(1, n, c, 22);
+  std::vector<int32_t> x(T, c.pad_token_id), y(T, 0);
+  std::copy(real.begin(), real.end(), x.begin() + pad);
+  std::copy(targets.begin(), targets.end(), y.begin() + pad);
+
+  std::vector<double> alone(n * V), padded(T * V);
+  const StepResult r_alone = model.forward(real.data(), targets.data(), 1, n, {nullptr, alone.data()});
+  const StepResult r_padded = model.forward(x.data(), y.data(), 1, T, {nullptr, padded.data()});
+  EXPECT_LT(max_relative_error(padded.data() + pad * V, alone.data(), n * V), 1e-12);
+  EXPECT_NEAR(r_alone.loss, r_padded.loss, 1e-12);
+  EXPECT_EQ(r_alone.kept, r_padded.kept);
+}
+
+TEST_P(ModelInvariants, SaveLoadGivesIdenticalLoss) {
+  const ModelConfig c = micro_config(GetParam(), 3);
+  Model<float> model(c);
+  randomize_weights(model, 8);
+  const auto x = random_tokens(2, c.block_size, c, 1, {5});
+  const auto y = random_tokens(2, c.block_size, c, 2);
+  const double before = model.forward(x.data(), y.data(), 2, c.block_size).loss;
+  const std::string path = ::testing::TempDir() + "/weights_" + GetParam() + ".safetensors";
+  save_weights(path, model.params(), model.weights());
+  Model<float> loaded(c);
+  load_weights(path, loaded.params(), loaded.weights());
+  EXPECT_EQ(loaded.forward(x.data(), y.data(), 2, c.block_size).loss, before);
+  std::filesystem::remove(path);
+}
+
+TEST_P(ModelInvariants, PlannedStepAllocatesNothing) {
+  const ModelConfig c = micro_config(GetParam(), 2);
+  Model<float> model(c);
+  model.init_weights(1);
+  const auto x = random_tokens(2, c.block_size, c, 1, {4});
+  const auto y = random_tokens(2, c.block_size, c, 2);
+  model.forward_backward(x.data(), y.data(), 2, c.block_size);
+  const int64_t before = allocation_count();
+  model.forward_backward(x.data(), y.data(), 2, c.block_size);
+  model.forward(x.data(), y.data(), 1, c.block_size);  // a smaller batch reuses the plan
+  EXPECT_EQ(allocation_count() - before, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ModelInvariants, ::testing::ValuesIn(kFamilies),
+                         [](const auto& info) { return info.param; });
+
+TEST(ModelInit, SameSeedIsBitIdenticalAndFollowsSpec) {
+  ModelConfig c = micro_config("sps", 2);
+  c.init_std = 0.02;
+  c.hidden_size = 64;
+  c.intermediate_size = 192;
+  Model<float> a(c), b(c), other(c);
+  a.init_weights(42);
+  b.init_weights(42);
+  other.init_weights(43);
+  const int64_t n = a.params().total();
+  EXPECT_EQ(std::memcmp(a.weights(), b.weights(), n * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(a.weights(), other.weights(), n * sizeof(float)), 0);
+  auto stddev = [&](const std::string& name) {
+    const ParamEntry* e = a.params().find(name);
+    double s = 0;
+    for (int64_t k = 0; k < e->numel; ++k) s += double(a.weights()[e->offset + k]) * a.weights()[e->offset + k];
+    return std::sqrt(s / double(e->numel));
+  };
+  EXPECT_NEAR(stddev("transformer.wte.weight"), 0.02, 0.001);
+  EXPECT_NEAR(stddev("transformer.h.0.mlp.down_proj.weight"), 0.02, 0.001);  // not rescaled
+  EXPECT_NEAR(stddev("transformer.h.1.attn.c_proj.weight"), 0.02 / std::sqrt(4.0), 0.0008);
+  const ParamEntry* gain = a.params().find("transformer.h.1.mlp_norm.weight");
+  for (int64_t k = 0; k < gain->numel; ++k) EXPECT_EQ(a.weights()[gain->offset + k], 1.0f);
+}
+
+// Damaged or mismatched weight files: one clear UserError, never a crash.
+TEST(WeightsIo, RejectsMismatchedFiles) {
+  const ModelConfig c = micro_config("sps", 2);
+  Model<float> model(c);
+  model.init_weights(1);
+  const std::string dir = ::testing::TempDir();
+  const std::string good = dir + "/good.safetensors";
+  save_weights(good, model.params(), model.weights());
+
+  ModelConfig wider = c;
+  wider.intermediate_size = 32;
+  Model<float> other(wider);
+  EXPECT_THROW(load_weights(good, other.params(), other.weights()), UserError);  // shapes
+  ModelConfig deeper = c;
+  deeper.n_layer = 3;
+  Model<float> deep(deeper);
+  EXPECT_THROW(load_weights(good, deep.params(), deep.weights()), UserError);  // missing
+  ModelConfig shallower = c;
+  shallower.n_layer = 1;
+  Model<float> shallow(shallower);
+  EXPECT_THROW(load_weights(good, shallow.params(), shallow.weights()), UserError);  // extra
+
+  const auto size = std::filesystem::file_size(good);
+  const std::string truncated = dir + "/truncated.safetensors";
+  std::filesystem::copy_file(good, truncated, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(truncated, size - 10);
+  EXPECT_THROW(load_weights(truncated, model.params(), model.weights()), UserError);
+  EXPECT_THROW(load_weights(dir + "/absent.safetensors", model.params(), model.weights()),
+               UserError);
+  std::filesystem::remove(good);
+  std::filesystem::remove(truncated);
+}
+
+}  // namespace
+}  // namespace sps::testing
