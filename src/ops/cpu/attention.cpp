@@ -1,0 +1,604 @@
+// Family-masked attention on CPU, flash-style (DESIGN.md "Flash-style attention").
+//
+// Work is cut into query tiles of kAttentionQueryTile tokens of one stream. For each tile
+// and key stream the visible keys lie in one token range (attention_tiles.h); it is walked in
+// chunks of kAttentionKeyChunk keys with an online softmax, so no score matrix beyond one
+// [chunk, tile] block is ever built, and the mask is computed from token indices and doc ids.
+//
+// Inside a tile the queries live in vector lanes: scores are kept transposed, St[key][query],
+// padded to a full tile of lanes. Then the softmax max and sum over keys are lane-wise (no
+// horizontal reductions), the mask is a lane compare of token indices, and every product is
+// one small register-blocked kernel C (+)= a(i,k)·B[k, :] whose B rows are contiguous. Q and
+// dO are transposed once per tile; K and V are read in place from qkv. (OpenBLAS was slower
+// for these [128 × 64 × 64] products and serialises on a lock when called from many threads.)
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <type_traits>
+
+#include "ops/cpu/attention_tiles.h"
+#include "ops/ops.h"
+#include "util/error.h"
+
+namespace sps::ops {
+
+int64_t attention_tile_doc_min(const AttentionLayout& layout, int64_t b, int64_t i0, int64_t i1) {
+  if (layout.doc_start == nullptr) return 0;
+  const int32_t* starts = layout.doc_start + b * layout.tokens;
+  int64_t doc_min = i0;
+  for (int64_t i = i0; i < i1; ++i) {
+    // A start after its own token would hide the query from itself.
+    SPS_ASSERT(starts[i] <= i);
+    doc_min = std::min<int64_t>(doc_min, starts[i]);
+  }
+  return doc_min;
+}
+
+int64_t attention_pair_count(const AttentionLayout& layout) {
+  int64_t pairs = 0;
+  for (int64_t b = 0; b < layout.batch; ++b)
+    for (int64_t i0 = 0; i0 < layout.tokens; i0 += kAttentionQueryTile) {
+      const int64_t i1 = std::min(i0 + kAttentionQueryTile, layout.tokens);
+      const int64_t doc_min = attention_tile_doc_min(layout, b, i0, i1);
+      for (int64_t key_stream = 0; key_stream < layout.streams; ++key_stream) {
+        const AttentionKeyRange range = attention_key_range(layout, key_stream, i0, i1, doc_min);
+        if (range.end > range.begin) pairs += (i1 - i0) * (range.end - range.begin);
+      }
+    }
+  // Every query stream sees the same key ranges.
+  return pairs * layout.streams * layout.heads;
+}
+
+namespace {
+
+constexpr int64_t kTile = kAttentionQueryTile;
+constexpr int64_t kChunk = kAttentionKeyChunk;
+// Below this many flops (dense bound) a call stays on the calling thread: waking the team
+// costs more than the work, and far more when the cores are oversubscribed.
+constexpr double kParallelMinFlops = 1 << 22;
+
+#if defined(__AVX512F__)
+constexpr int kVecBytes = 64;
+#elif defined(__AVX__)
+constexpr int kVecBytes = 32;
+#else
+constexpr int kVecBytes = 16;
+#endif
+// Rows of the micro-kernel: rows × 4 accumulators + 4 B vectors must fit the register file.
+#if defined(__AVX512F__) || defined(__aarch64__)
+constexpr int kMicroRows = 6;
+#else
+constexpr int kMicroRows = 3;
+#endif
+
+// Native vectors of T, and integer vectors with the same lane count (for lane compares).
+template <typename T>
+struct Simd;
+template <>
+struct Simd<float> {
+  typedef float V __attribute__((vector_size(kVecBytes)));
+  typedef int32_t I __attribute__((vector_size(kVecBytes)));
+  using Int = int32_t;
+};
+template <>
+struct Simd<double> {
+  typedef double V __attribute__((vector_size(kVecBytes)));
+  typedef int64_t I __attribute__((vector_size(kVecBytes)));
+  using Int = int64_t;
+};
+
+template <typename T>
+constexpr int kLanes = kVecBytes / int(sizeof(T));
+static_assert(kTile % kLanes<float> == 0 && kTile % kLanes<double> == 0);
+
+template <typename V>
+inline V load(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V>
+inline void store(void* p, V v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+template <typename V>
+inline V vmax(V a, V b) {
+  return a > b ? a : b;
+}
+
+// exp on a vector. float: Cody–Waite reduction x = n·ln2 + r, |r| ≤ ln2/2, e^r by its degree-7
+// Taylor polynomial (≈1e-7 relative), 2^n built in the exponent bits; x < −87 (and −∞)
+// gives exactly 0. double (tests only): the library exp per lane.
+inline Simd<float>::V vexp(Simd<float>::V x) {
+  using V = Simd<float>::V;
+  using I = Simd<float>::I;
+  const V low = V{} - 87.0f;
+  const V xc = x < low ? low : x;
+  const V magic = V{} + 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
+  const V n = (xc * 1.44269504088896341f + magic) - magic;
+  V r = xc - n * 0.693359375f;  // ln2 split in a short high part and the rest
+  r = r - n * -2.12194440e-4f;
+  V p = V{} + 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const I bits = (__builtin_convertvector(n, I) + 127) << 23;
+  const V y = p * load<V>(&bits);
+  return x < low ? V{} : y;
+}
+inline Simd<double>::V vexp(Simd<double>::V x) {
+  for (int lane = 0; lane < kLanes<double>; ++lane) x[lane] = std::exp(x[lane]);
+  return x;
+}
+
+// 64-byte aligned scratch that only grows, one set per thread: after the first call with the
+// same shapes nothing allocates.
+template <typename T>
+class Scratch {
+ public:
+  T* get(size_t n) {
+    if (n > size_) {
+      data_.reset(static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t(64))));
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<T, Free> data_;
+  size_t size_ = 0;
+};
+
+template <typename T>
+struct TileScratch {
+  Scratch<T> qt, qs, st, dpt, ot, dot, dos;
+
+  // Every buffer at its size for head_dim D, so that a thread's first tile in a later call
+  // cannot allocate either.
+  void reserve(int64_t D) {
+    for (Scratch<T>* s : {&qt, &qs, &ot, &dot, &dos}) s->get(D * kAttentionQueryTile);
+    st.get(kAttentionKeyChunk * kAttentionQueryTile);
+    dpt.get(kAttentionKeyChunk * kAttentionQueryTile);
+  }
+};
+template <typename T>
+TileScratch<T>& thread_scratch() {
+  thread_local TileScratch<T> scratch;
+  return scratch;
+}
+
+// ---- the small product kernel --------------------------------------------------------
+// C[M, N] (op)= Σ_k a(i, k) · B[k, :], a(i, k) = A[i·lda + k], or A[k·lda + i] when kTransA.
+enum class Store { overwrite, accumulate, scale_columns };  // last: C = C ⊙ col_scale + Σ
+
+template <typename T, int R, int NV, bool kTransA>
+inline void micro_kernel(T* C, int64_t ldc, const T* A, int64_t lda, const T* B, int64_t ldb,
+                         int64_t K, Store mode, const T* col_scale) {
+  using V = typename Simd<T>::V;
+  constexpr int W = kLanes<T>;
+  V acc[R][NV];
+  for (int i = 0; i < R; ++i)
+    for (int u = 0; u < NV; ++u) acc[i][u] = V{};
+  for (int64_t k = 0; k < K; ++k) {
+    const T* b = B + k * ldb;
+    V bv[NV];
+    for (int u = 0; u < NV; ++u) bv[u] = load<V>(b + u * W);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const T a = kTransA ? A[k * lda + i] : A[i * lda + k];
+      for (int u = 0; u < NV; ++u) acc[i][u] += a * bv[u];
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int u = 0; u < NV; ++u) {
+      T* c = C + i * ldc + u * W;
+      if (mode == Store::overwrite)
+        store(c, acc[i][u]);
+      else if (mode == Store::accumulate)
+        store(c, load<V>(c) + acc[i][u]);
+      else
+        store(c, load<V>(c) * load<V>(col_scale + u * W) + acc[i][u]);
+    }
+}
+
+// The last rem < kMicroRows rows, by the instantiation with exactly rem rows.
+template <typename T, int NV, bool kTransA, int R>
+inline void micro_tail(int64_t rem, T* C, int64_t ldc, const T* A, int64_t lda, const T* B,
+                       int64_t ldb, int64_t K, Store mode, const T* col_scale) {
+  if constexpr (R >= 1) {
+    if (rem == R)
+      micro_kernel<T, R, NV, kTransA>(C, ldc, A, lda, B, ldb, K, mode, col_scale);
+    else
+      micro_tail<T, NV, kTransA, R - 1>(rem, C, ldc, A, lda, B, ldb, K, mode, col_scale);
+  }
+}
+
+template <typename T, int NV, bool kTransA>
+inline void micro_rows(T* C, int64_t ldc, const T* A, int64_t lda, const T* B, int64_t ldb,
+                       int64_t M, int64_t K, Store mode, const T* col_scale) {
+  int64_t m = 0;
+  for (; m + kMicroRows <= M; m += kMicroRows)
+    micro_kernel<T, kMicroRows, NV, kTransA>(C + m * ldc, ldc, kTransA ? A + m : A + m * lda, lda,
+                                             B, ldb, K, mode, col_scale);
+  micro_tail<T, NV, kTransA, kMicroRows - 1>(M - m, C + m * ldc, ldc, kTransA ? A + m : A + m * lda,
+                                             lda, B, ldb, K, mode, col_scale);
+}
+
+template <typename T, bool kTransA>
+void tile_product(T* C, int64_t ldc, const T* A, int64_t lda, const T* B, int64_t ldb, int64_t M,
+                  int64_t N, int64_t K, Store mode, const T* col_scale = nullptr) {
+  constexpr int W = kLanes<T>;
+  int64_t n = 0;
+  for (; n + 4 * W <= N; n += 4 * W)
+    micro_rows<T, 4, kTransA>(C + n, ldc, A, lda, B + n, ldb, M, K, mode,
+                              col_scale ? col_scale + n : nullptr);
+  for (; n + W <= N; n += W)
+    micro_rows<T, 1, kTransA>(C + n, ldc, A, lda, B + n, ldb, M, K, mode,
+                              col_scale ? col_scale + n : nullptr);
+  for (; n < N; ++n)  // head dims that are not a multiple of the vector width
+    for (int64_t i = 0; i < M; ++i) {
+      T sum = 0;
+      for (int64_t k = 0; k < K; ++k)
+        sum += (kTransA ? A[k * lda + i] : A[i * lda + k]) * B[k * ldb + n];
+      T& c = C[i * ldc + n];
+      c = mode == Store::overwrite    ? sum
+          : mode == Store::accumulate ? c + sum
+                                      : c * col_scale[n] + sum;
+    }
+}
+
+// ---- one query tile --------------------------------------------------------------------
+// Lane r holds query token i0 + r; lanes past the stream's end repeat the last query (so
+// their probabilities stay bounded) with dO = 0 (so they add nothing to dK, dV).
+template <typename T>
+struct TileLanes {
+  using Int = typename Simd<T>::Int;
+  alignas(64) Int token[kTile];
+  alignas(64) Int doc[kTile];
+  alignas(64) Int key_lo[kTile];  // smallest visible key token (per key stream)
+  alignas(64) Int key_hi[kTile];  // largest visible key token
+};
+
+// Where a tile stands in the layout, and what makes a whole key chunk visible.
+struct TileGeometry {
+  int64_t b, h, stream, i0, i1, doc_min;
+  int64_t uniform_doc_from;  // doc is constant over tokens [this, i1)
+};
+
+template <typename T>
+TileGeometry make_tile(const AttentionLayout& L, int64_t b, int64_t h, int64_t stream, int64_t i0,
+                       TileLanes<T>& lanes) {
+  TileGeometry g{b, h, stream, i0, std::min(i0 + kTile, L.tokens), 0, 0};
+  g.doc_min = attention_tile_doc_min(L, b, g.i0, g.i1);
+  const int32_t* doc = L.doc ? L.doc + b * L.tokens : nullptr;
+  for (int64_t r = 0; r < kTile; ++r) {
+    const int64_t i = std::min(i0 + r, g.i1 - 1);
+    lanes.token[r] = typename TileLanes<T>::Int(i);
+    lanes.doc[r] = doc ? doc[i] : 0;
+  }
+  if (doc) {
+    int64_t lowest = g.i1 - 1;
+    for (int64_t key_stream = 0; key_stream < L.streams; ++key_stream)
+      lowest = std::min(lowest, attention_key_range(L, key_stream, g.i0, g.i1, g.doc_min).begin);
+    int64_t from = g.i1 - 1;
+    while (from > lowest && doc[from - 1] == doc[g.i1 - 1]) --from;
+    g.uniform_doc_from = from;
+  }
+  return g;
+}
+
+// Visible key tokens of one key stream per lane: [key_lo, key_hi], same document. Returns the
+// lowest key token from which a chunk needs no window masking.
+template <typename T>
+int64_t set_key_bounds(const AttentionLayout& L, const TileGeometry& g, int64_t key_stream,
+                       TileLanes<T>& lanes) {
+  using Int = typename Simd<T>::Int;
+  const bool persistent = key_stream == L.persistent_stream;
+  // i − j ≤ reach; reach ≥ T means no limit (and keeps the lane arithmetic in range).
+  int64_t reach = persistent ? L.persistent_window : L.window;
+  if (persistent && reach < 0) reach = L.tokens;
+  reach = std::min(reach, L.tokens);
+  const int64_t same_token = key_stream <= g.stream ? 0 : 1;  // input before predict
+  for (int64_t r = 0; r < kTile; ++r) {
+    lanes.key_lo[r] = Int(lanes.token[r] - reach);
+    lanes.key_hi[r] = Int(lanes.token[r] - same_token);
+  }
+  return g.i1 - 1 - reach;
+}
+
+// Scores of keys [j0, j0 + n) that a lane may not see become −∞.  st: [n, kTile]
+template <typename T>
+void mask_scores(T* st, int64_t n, int64_t j0, const int32_t* key_doc, const TileLanes<T>& lanes) {
+  using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
+  using Int = typename Simd<T>::Int;
+  constexpr int W = kLanes<T>;
+  const V minus_inf = V{} - std::numeric_limits<T>::infinity();
+  for (int64_t c = 0; c < n; ++c) {
+    const I j = I{} + Int(j0 + c);
+    const I dj = I{} + Int(key_doc ? key_doc[j0 + c] : 0);
+    T* row = st + c * kTile;
+    for (int u = 0; u < kTile / W; ++u) {
+      const I visible = (load<I>(lanes.key_lo + u * W) <= j) &
+                        (j <= load<I>(lanes.key_hi + u * W)) & (load<I>(lanes.doc + u * W) == dj);
+      store(row + u * W, visible ? load<V>(row + u * W) : minus_inf);
+    }
+  }
+}
+
+// Online softmax over one chunk of scores: updates the running max m and sum l per lane,
+// turns st into exp(st − m_new), and returns in alpha the factor for the older sums.
+template <typename T>
+void online_softmax(T* st, int64_t n, T* m, T* l, T* alpha) {
+  using V = typename Simd<T>::V;
+  constexpr int W = kLanes<T>;
+  constexpr int NV = kTile / W;
+  const V minus_inf = V{} - std::numeric_limits<T>::infinity();
+  V chunk_max[NV], shift[NV], sum[NV];
+  for (int u = 0; u < NV; ++u) chunk_max[u] = minus_inf, sum[u] = V{};
+  for (int64_t c = 0; c < n; ++c)
+    for (int u = 0; u < NV; ++u) chunk_max[u] = vmax(chunk_max[u], load<V>(st + c * kTile + u * W));
+  for (int u = 0; u < NV; ++u) {
+    const V old_max = load<V>(m + u * W);
+    const V new_max = vmax(old_max, chunk_max[u]);
+    shift[u] = new_max == minus_inf ? V{} : new_max;  // a lane with nothing seen yet stays 0
+    store(alpha + u * W, vexp(old_max - shift[u]));
+    store(m + u * W, new_max);
+  }
+  for (int64_t c = 0; c < n; ++c)
+    for (int u = 0; u < NV; ++u) {
+      const V p = vexp(load<V>(st + c * kTile + u * W) - shift[u]);
+      store(st + c * kTile + u * W, p);
+      sum[u] += p;
+    }
+  for (int u = 0; u < NV; ++u)
+    store(l + u * W, load<V>(alpha + u * W) * load<V>(l + u * W) + sum[u]);
+}
+
+// Pointers into qkv for one sequence and head.
+template <typename T>
+struct HeadView {
+  const T* q;  // row s of the sequence at q + s·ld
+  const T* k;
+  const T* v;
+  int64_t ld;
+};
+template <typename T>
+HeadView<T> head_view(const T* qkv, const AttentionLayout& L, int64_t b, int64_t h) {
+  const int64_t hd = L.heads * L.head_dim;
+  const T* base = qkv + b * L.streams * L.tokens * 3 * hd + h * L.head_dim;
+  return {base, base + hd, base + 2 * hd, 3 * hd};
+}
+
+// Writes scale·Qᵀ of the tile, [D, kTile] (padded lanes repeat the last query), and
+// scale·Q, [kTile, D], when qs is given.
+template <typename T>
+void load_queries(T* qt, T* qs, const T* q, int64_t ld, int64_t rows, int64_t D, T scale) {
+  for (int64_t r = 0; r < kTile; ++r)
+    for (int64_t d = 0; d < D; ++d) {
+      const T value = q[std::min(r, rows - 1) * ld + d] * scale;
+      qt[d * kTile + r] = value;
+      if (qs) qs[r * D + d] = value;
+    }
+}
+
+template <typename T>
+int64_t forward_tile(T* out, T* lse, const T* qkv, const AttentionLayout& L, int64_t b, int64_t h,
+                     int64_t stream, int64_t i0) {
+  const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_;
+  TileScratch<T>& scratch = thread_scratch<T>();
+  T* qt = scratch.qt.get(D * kTile);       // [D, kTile]
+  T* st = scratch.st.get(kChunk * kTile);  // [chunk, kTile]
+  T* ot = scratch.ot.get(D * kTile);       // [D, kTile] unnormalised output
+  alignas(64) T m[kTile], l[kTile], alpha[kTile];
+  TileLanes<T> lanes;
+  const TileGeometry g = make_tile(L, b, h, stream, i0, lanes);
+  const int64_t rows = g.i1 - g.i0;
+  const HeadView<T> view = head_view(qkv, L, b, h);
+  const T scale = T(1) / std::sqrt(T(D));
+  load_queries<T>(qt, nullptr, view.q + (stream * T_ + i0) * view.ld, view.ld, rows, D, scale);
+  std::fill(m, m + kTile, -std::numeric_limits<T>::infinity());
+  std::fill(l, l + kTile, T(0));
+  std::fill(ot, ot + D * kTile, T(0));
+  const int32_t* doc = L.doc ? L.doc + b * T_ : nullptr;
+
+  int64_t pairs = 0;
+  for (int64_t key_stream = 0; key_stream < L.streams; ++key_stream) {
+    const AttentionKeyRange range = attention_key_range(L, key_stream, g.i0, g.i1, g.doc_min);
+    if (range.end <= range.begin) continue;
+    pairs += rows * (range.end - range.begin);
+    const int64_t unwindowed_from = set_key_bounds(L, g, key_stream, lanes);
+    const int64_t causal_to = g.i0 - (key_stream <= stream ? 0 : 1);
+    for (int64_t j0 = range.begin; j0 < range.end; j0 += kChunk) {
+      const int64_t n = std::min(kChunk, range.end - j0);
+      const int64_t key_row = key_stream * T_ + j0;
+      // St = K·(scale·Qᵀ)
+      tile_product<T, false>(st, kTile, view.k + key_row * view.ld, view.ld, qt, kTile, n, kTile, D,
+                             Store::overwrite);
+      const bool whole =
+          j0 + n - 1 <= causal_to && j0 >= unwindowed_from && j0 >= g.uniform_doc_from;
+      if (!whole) mask_scores(st, n, j0, doc, lanes);
+      online_softmax(st, n, m, l, alpha);
+      // Oᵀ = Oᵀ ⊙ alpha + Vᵀ·P
+      tile_product<T, true>(ot, kTile, view.v + key_row * view.ld, view.ld, st, kTile, D, kTile, n,
+                            Store::scale_columns, alpha);
+    }
+  }
+
+  const int64_t hd = L.heads * D;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t slot = stream * T_ + g.i0 + r;
+    T* o = out + (b * S + slot) * hd + h * D;
+    const T inv = T(1) / l[r];
+    for (int64_t d = 0; d < D; ++d) o[d] = ot[d * kTile + r] * inv;
+    lse[(b * L.heads + h) * S + slot] = m[r] + std::log(l[r]);
+  }
+  return pairs;
+}
+
+template <typename T>
+void backward_tile(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
+                   const AttentionLayout& L, int64_t b, int64_t h, int64_t stream, int64_t i0) {
+  using V = typename Simd<T>::V;
+  constexpr int W = kLanes<T>;
+  const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_, hd = L.heads * D;
+  TileScratch<T>& scratch = thread_scratch<T>();
+  T* qt = scratch.qt.get(D * kTile);         // [D, kTile]  scale·Qᵀ
+  T* qs = scratch.qs.get(kTile * D);         // [kTile, D]  scale·Q
+  T* dot = scratch.dot.get(D * kTile);       // [D, kTile]  dOᵀ
+  T* dos = scratch.dos.get(kTile * D);       // [kTile, D]  dO
+  T* st = scratch.st.get(kChunk * kTile);    // [chunk, kTile]  P
+  T* dpt = scratch.dpt.get(kChunk * kTile);  // [chunk, kTile]  dP, then dS
+  T* dqt = scratch.ot.get(D * kTile);        // [D, kTile]  Σ Kᵀ·dS
+  alignas(64) T row_lse[kTile], row_delta[kTile];
+  TileLanes<T> lanes;
+  const TileGeometry g = make_tile(L, b, h, stream, i0, lanes);
+  const int64_t rows = g.i1 - g.i0;
+  const HeadView<T> view = head_view(qkv, L, b, h);
+  const T scale = T(1) / std::sqrt(T(D));
+  load_queries<T>(qt, qs, view.q + (stream * T_ + i0) * view.ld, view.ld, rows, D, scale);
+  const int64_t first_slot = stream * T_ + g.i0;
+  for (int64_t r = 0; r < kTile; ++r) {
+    const int64_t real = std::min(r, rows - 1);
+    const T* d_o = dout + (b * S + first_slot + real) * hd + h * D;
+    const T* o = out + (b * S + first_slot + real) * hd + h * D;
+    T delta = 0;  // Δ_r = rowsum(dO ⊙ O) = Σ_j P_rj dP_rj
+    for (int64_t d = 0; d < D; ++d) {
+      const T value = r < rows ? d_o[d] : T(0);
+      dot[d * kTile + r] = value;
+      dos[r * D + d] = value;
+      delta += value * o[d];
+    }
+    row_delta[r] = delta;
+    row_lse[r] = lse[(b * L.heads + h) * S + first_slot + real];
+  }
+  std::fill(dqt, dqt + D * kTile, T(0));
+  const int32_t* doc = L.doc ? L.doc + b * T_ : nullptr;
+  T* dk_base = dqkv + b * S * 3 * hd + hd + h * D;
+  T* dv_base = dk_base + hd;
+
+  for (int64_t key_stream = 0; key_stream < L.streams; ++key_stream) {
+    const AttentionKeyRange range = attention_key_range(L, key_stream, g.i0, g.i1, g.doc_min);
+    if (range.end <= range.begin) continue;
+    const int64_t unwindowed_from = set_key_bounds(L, g, key_stream, lanes);
+    const int64_t causal_to = g.i0 - (key_stream <= stream ? 0 : 1);
+    for (int64_t j0 = range.begin; j0 < range.end; j0 += kChunk) {
+      const int64_t n = std::min(kChunk, range.end - j0);
+      const int64_t key_row = key_stream * T_ + j0;
+      const T* k = view.k + key_row * view.ld;
+      const T* v = view.v + key_row * view.ld;
+      tile_product<T, false>(st, kTile, k, view.ld, qt, kTile, n, kTile, D, Store::overwrite);
+      const bool whole =
+          j0 + n - 1 <= causal_to && j0 >= unwindowed_from && j0 >= g.uniform_doc_from;
+      if (!whole) mask_scores(st, n, j0, doc, lanes);
+      tile_product<T, false>(dpt, kTile, v, view.ld, dot, kTile, n, kTile, D, Store::overwrite);
+      // P = exp(S − lse); dS = P ⊙ (dP − Δ)
+      for (int64_t c = 0; c < n; ++c)
+        for (int u = 0; u < kTile / W; ++u) {
+          T* p_at = st + c * kTile + u * W;
+          T* ds_at = dpt + c * kTile + u * W;
+          const V p = vexp(load<V>(p_at) - load<V>(row_lse + u * W));
+          store(p_at, p);
+          store(ds_at, p * (load<V>(ds_at) - load<V>(row_delta + u * W)));
+        }
+      // dQᵀ += Kᵀ·dS;  dK += dS·(scale·Q);  dV += P·dO
+      tile_product<T, true>(dqt, kTile, k, view.ld, dpt, kTile, D, kTile, n, Store::accumulate);
+      tile_product<T, false>(dk_base + key_row * view.ld, view.ld, dpt, kTile, qs, D, n, D, kTile,
+                             Store::accumulate);
+      tile_product<T, false>(dv_base + key_row * view.ld, view.ld, st, kTile, dos, D, n, D, kTile,
+                             Store::accumulate);
+    }
+  }
+
+  for (int64_t r = 0; r < rows; ++r) {
+    T* dq = dqkv + (b * S + first_slot + r) * 3 * hd + h * D;
+    for (int64_t d = 0; d < D; ++d) dq[d] = dqt[d * kTile + r] * scale;
+  }
+}
+
+void check_layout(const AttentionLayout& L) {
+  SPS_ASSERT(L.batch >= 0 && L.tokens >= 0 && L.heads >= 0 && L.head_dim >= 0);
+  SPS_ASSERT(L.streams == 1 || L.streams == 2);
+  SPS_ASSERT(L.persistent_stream >= 0 && L.persistent_stream < L.streams);
+  SPS_ASSERT(L.window >= 0);
+  SPS_ASSERT(L.tokens < (int64_t(1) << 30));  // token indices fit 32-bit lanes
+}
+
+bool worth_parallel(const AttentionLayout& L) {
+  const double slots = double(L.streams * L.tokens);
+  return double(L.batch * L.heads) * slots * slots * double(L.head_dim) >= kParallelMinFlops;
+}
+
+}  // namespace
+
+template <typename T>
+int64_t attention_forward(T* out, T* lse, const T* qkv, const AttentionLayout& layout) {
+  check_layout(layout);
+  if (layout.head_dim == 0) return 0;
+  const int64_t tiles = (layout.tokens + kTile - 1) / kTile;
+  const int64_t tasks = layout.batch * layout.heads * layout.streams * tiles;
+  int64_t pairs = 0;
+#pragma omp parallel reduction(+ : pairs) if (worth_parallel(layout))
+  {
+    thread_scratch<T>().reserve(layout.head_dim);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task) {
+      // Later tiles see more keys: hand them out first so the tail of the loop is short.
+      const int64_t tile = tiles - 1 - task % tiles;
+      const int64_t rest = task / tiles;
+      const int64_t stream = rest % layout.streams;
+      const int64_t bh = rest / layout.streams;
+      pairs += forward_tile(out, lse, qkv, layout, bh / layout.heads, bh % layout.heads, stream,
+                            tile * kTile);
+    }
+  }
+  return pairs;
+}
+
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
+                        const AttentionLayout& layout) {
+  check_layout(layout);
+  if (layout.head_dim == 0) return;
+  const int64_t S = layout.streams * layout.tokens, D = layout.head_dim;
+  const int64_t hd = layout.heads * D;
+  // One task per (sequence, head): it owns that head's dK and dV columns, so the += over
+  // query tiles needs no synchronisation.
+#pragma omp parallel if (worth_parallel(layout))
+  {
+    thread_scratch<T>().reserve(D);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < layout.batch * layout.heads; ++bh) {
+      const int64_t b = bh / layout.heads, h = bh % layout.heads;
+      for (int64_t s = 0; s < S; ++s) {
+        T* row = dqkv + (b * S + s) * 3 * hd + h * D;
+        std::fill(row + hd, row + hd + D, T(0));
+        std::fill(row + 2 * hd, row + 2 * hd + D, T(0));
+      }
+      for (int64_t stream = 0; stream < layout.streams; ++stream)
+        for (int64_t i0 = 0; i0 < layout.tokens; i0 += kTile)
+          backward_tile(dqkv, dout, qkv, out, lse, layout, b, h, stream, i0);
+    }
+  }
+}
+
+template int64_t attention_forward<float>(float*, float*, const float*, const AttentionLayout&);
+template int64_t attention_forward<double>(double*, double*, const double*, const AttentionLayout&);
+template void attention_backward<float>(float*, const float*, const float*, const float*,
+                                        const float*, const AttentionLayout&);
+template void attention_backward<double>(double*, const double*, const double*, const double*,
+                                         const double*, const AttentionLayout&);
+
+}  // namespace sps::ops
