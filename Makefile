@@ -37,9 +37,10 @@ bench: build
 
 fuzz: deps
 	@cmake --preset fuzz >/dev/null
-	@cmake --build --preset fuzz -j $(JOBS)
+	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_safetensors
 	@mkdir -p build/fuzz/corpus_safetensors
-	@./build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) build/fuzz/corpus_safetensors
+	@./build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/safetensors.dict \
+	  build/fuzz/corpus_safetensors fuzz/corpus_safetensors
 
 clean:
 	rm -rf build
