@@ -1,13 +1,18 @@
 // sps tokenizer encode|decode: inspect a tokenizer from the shell.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/trainer.h"
 #include "util/error.h"
 
 namespace sps::cli {
@@ -74,6 +79,55 @@ void run_decode(const std::string& spec) {
   write_stdout(tokenizer.decode(ids));
 }
 
+struct TrainArgs {
+  std::vector<std::string> inputs, include;
+  uint32_t vocab_size = 8192;
+  std::string out;
+  int threads = 0;
+  bool overwrite = false;
+};
+
+void run_train(const TrainArgs& args) {
+  if (std::filesystem::exists(args.out) && !args.overwrite)
+    fail("{}: already exists (pass --overwrite to replace it)", args.out);
+  const std::vector<std::string> files = collect_text_files(args.inputs, args.include);
+  if (files.empty()) fail("no input files (check the paths and --include)");
+  const int threads = args.threads > 0 ? args.threads
+                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool tty = ::isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double last_print = -1;
+  auto counting = [&](size_t done, size_t total, size_t bytes) {
+    if (!tty || (elapsed() - last_print < 0.2 && done != total)) return;
+    last_print = elapsed();
+    std::fprintf(stderr, "\rcounting pieces: %zu/%zu files, %.1f MB, %.1f MB/s   ", done, total,
+                 bytes / 1e6, bytes / 1e6 / std::max(1e-9, last_print));
+  };
+  double merge_start = -1;
+  auto merging = [&](uint32_t done, uint32_t total) {
+    if (!tty) return;
+    if (merge_start < 0) merge_start = elapsed();
+    const double t = elapsed() - merge_start;
+    const double eta = done ? t / done * (total - done) : 0.0;
+    std::fprintf(stderr, "\rmerging: %u/%u merges, %.0f s, ETA %.0f s            ", done, total, t, eta);
+  };
+  TrainReport report;
+  std::vector<std::string> tokens =
+      train_bpe_on_files(files, args.vocab_size, threads, &report, counting, merging);
+  if (tty) std::fprintf(stderr, "\n");
+  const BpeTokenizer tokenizer = BpeTokenizer::from_ranks(std::move(tokens), args.out);
+  tokenizer.save_rank_file(args.out);
+  std::fprintf(stderr,
+               "sps: trained %u tokens (EOS %u, PREDICT %u, PAD %u, V %u) on %zu files, %.1f MB, "
+               "%zu distinct pieces, %zu U+FFFD replacements, in %.1f s -> %s\n",
+               tokenizer.vocab_size(), tokenizer.eos_id(), tokenizer.predict_id(), tokenizer.pad_id(),
+               tokenizer.padded_vocab_size(), report.files, report.stats.bytes / 1e6,
+               report.distinct_pieces, report.stats.replacements, elapsed(), args.out.c_str());
+}
+
 }  // namespace
 
 void register_tokenizer(CLI::App& app) {
@@ -96,6 +150,25 @@ void register_tokenizer(CLI::App& app) {
       "decode", "read token ids (whitespace-separated) on stdin, print their text on stdout");
   decode->add_option("--tokenizer", spec, spec_help)->capture_default_str();
   decode->callback([] { run_decode(spec); });
+
+  static TrainArgs train_args;
+  auto* train = tokenizer->add_subcommand(
+      "train",
+      "train a byte-level BPE (GPT-2's pre-tokenizer) on text files; writes a tiktoken rank "
+      "file (`base64(bytes) rank` per line; ranks 0-255 are the bytes, then one per merge; the "
+      "end-of-text id is vocab-size - 1) that --tokenizer PATH loads");
+  train->add_option("inputs", train_args.inputs, "text files and folders (one document per file)")
+      ->required();
+  train->add_option("--out", train_args.out, "the rank file to write")->required();
+  train->add_option("--vocab-size", train_args.vocab_size,
+                    "tokens including end-of-text (PREDICT and PAD come on top)")
+      ->capture_default_str()
+      ->check(CLI::Range(258u, 1u << 24));
+  train->add_option("--include", train_args.include,
+                    "in folders, keep only files whose name matches one of these globs (*.rst)");
+  train->add_option("--threads", train_args.threads, "threads for counting (default: all cores)");
+  train->add_flag("--overwrite", train_args.overwrite, "replace an existing --out file");
+  train->callback([] { run_train(train_args); });
 }
 
 }  // namespace sps::cli
