@@ -6,5 +6,7 @@ namespace sps::cli {
 
 void register_bench(CLI::App& app);
 void register_tokenizer(CLI::App& app);
+void register_data(CLI::App& app);
+void register_train(CLI::App& app);
 
 }  // namespace sps::cli

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   sps::cli::register_bench(app);
   sps::cli::register_tokenizer(app);
+  sps::cli::register_data(app);
+  sps::cli::register_train(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
