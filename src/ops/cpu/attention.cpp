@@ -273,14 +273,14 @@ struct TileLanes {
 
 // Where a tile stands in the layout, and what makes a whole key chunk visible.
 struct TileGeometry {
-  int64_t b, h, stream, i0, i1, doc_min;
+  int64_t b, stream, i0, i1, doc_min;
   int64_t uniform_doc_from;  // doc is constant over tokens [this, i1)
 };
 
 template <typename T>
-TileGeometry make_tile(const AttentionLayout& L, int64_t b, int64_t h, int64_t stream, int64_t i0,
+TileGeometry make_tile(const AttentionLayout& L, int64_t b, int64_t stream, int64_t i0,
                        TileLanes<T>& lanes) {
-  TileGeometry g{b, h, stream, i0, std::min(i0 + kTile, L.tokens), 0, 0};
+  TileGeometry g{b, stream, i0, std::min(i0 + kTile, L.tokens), 0, 0};
   g.doc_min = attention_tile_doc_min(L, b, g.i0, g.i1);
   const int32_t* doc = L.doc ? L.doc + b * L.tokens : nullptr;
   for (int64_t r = 0; r < kTile; ++r) {
@@ -404,7 +404,7 @@ int64_t forward_tile(T* out, T* lse, const T* qkv, const AttentionLayout& L, int
   T* ot = scratch.ot.get(D * kTile);       // [D, kTile] unnormalised output
   alignas(64) T m[kTile], l[kTile], alpha[kTile];
   TileLanes<T> lanes;
-  const TileGeometry g = make_tile(L, b, h, stream, i0, lanes);
+  const TileGeometry g = make_tile(L, b, stream, i0, lanes);
   const int64_t rows = g.i1 - g.i0;
   const HeadView<T> view = head_view(qkv, L, b, h);
   const T scale = T(1) / std::sqrt(T(D));
@@ -464,7 +464,7 @@ void backward_tile(T* dqkv, const T* dout, const T* qkv, const T* out, const T* 
   T* dqt = scratch.ot.get(D * kTile);        // [D, kTile]  Σ Kᵀ·dS
   alignas(64) T row_lse[kTile], row_delta[kTile];
   TileLanes<T> lanes;
-  const TileGeometry g = make_tile(L, b, h, stream, i0, lanes);
+  const TileGeometry g = make_tile(L, b, stream, i0, lanes);
   const int64_t rows = g.i1 - g.i0;
   const HeadView<T> view = head_view(qkv, L, b, h);
   const T scale = T(1) / std::sqrt(T(D));
