@@ -29,8 +29,9 @@ void run_step_bench(const StepBenchOptions& o) {
 
   StepResult result;
   for (int i = 0; i < o.warmup; ++i) result = model.forward_backward(x.data(), y.data(), B, T);
-  const int64_t allocations_before = allocation_count();
   std::vector<double> seconds;
+  seconds.reserve(o.steps);  // so the count below sees only the steps' own allocations
+  const int64_t allocations_before = allocation_count();
   for (int i = 0; i < o.steps; ++i) {
     const double t0 = now_seconds();
     result = model.forward_backward(x.data(), y.data(), B, T);

@@ -23,9 +23,21 @@ void* counted_alloc(std::size_t size, std::size_t alignment) {
 }
 }  // namespace
 
+// Under AddressSanitizer the sanitizer's own operator new stays in place (it checks
+// new/delete pairing), and allocations are not counted.
+#if defined(__SANITIZE_ADDRESS__)
+#define SPS_COUNT_ALLOCATIONS 0
+#else
+#define SPS_COUNT_ALLOCATIONS 1
+#endif
+
 namespace sps {
-int64_t allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+int64_t allocation_count() {
+  return SPS_COUNT_ALLOCATIONS ? g_allocations.load(std::memory_order_relaxed) : -1;
+}
 }  // namespace sps
+
+#if SPS_COUNT_ALLOCATIONS
 
 void* operator new(std::size_t size) { return counted_alloc(size, 0); }
 void* operator new[](std::size_t size) { return counted_alloc(size, 0); }
@@ -45,3 +57,4 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#endif

@@ -6,6 +6,7 @@
 
 namespace sps {
 
+// Allocations so far, or -1 where counting is off (AddressSanitizer builds).
 int64_t allocation_count();
 
 }  // namespace sps

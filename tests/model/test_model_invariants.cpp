@@ -55,6 +55,7 @@ TEST_P(ModelInvariants, SaveLoadGivesIdenticalLoss) {
 }
 
 TEST_P(ModelInvariants, PlannedStepAllocatesNothing) {
+  if (allocation_count() < 0) GTEST_SKIP() << "allocation counting is off in this build";
   const ModelConfig c = micro_config(GetParam(), 2);
   Model<float> model(c);
   model.init_weights(1);
