@@ -9,8 +9,13 @@
 // padded to a full tile of lanes. Then the softmax max and sum over keys are lane-wise (no
 // horizontal reductions), the mask is a lane compare of token indices, and every product is
 // one small register-blocked kernel C (+)= a(i,k)·B[k, :] whose B rows are contiguous. Q and
-// dO are transposed once per tile; K and V are read in place from qkv. (OpenBLAS was slower
-// for these [128 × 64 × 64] products and serialises on a lock when called from many threads.)
+// dO are transposed once per tile; K and V are first packed per head into contiguous blocks
+// (in qkv a head's rows lie 3·H·D apart, which starves the caches: ≈30% slower unpacked).
+// OpenBLAS was slower for these [128 × 64 × 64] products and takes a lock per call when
+// called from many threads.
+//
+// Parallelism: forward over runs of query tiles of one (sequence, head, stream), no barriers;
+// backward over (sequence, head), each task owning its head's dK and dV.
 #include <omp.h>
 
 #include <algorithm>
@@ -164,6 +169,8 @@ class Scratch {
 template <typename T>
 struct TileScratch {
   Scratch<T> qt, qs, st, dpt, ot, dot, dos;
+  Scratch<T> head_kv;   // [2, S, D] K and V of the head being worked on, packed
+  Scratch<T> head_dkv;  // [2, S, D] its dK and dV (backward)
 
   // Every buffer at its size for head_dim D, so that a thread's first tile in a later call
   // cannot allocate either.
@@ -367,19 +374,33 @@ void online_softmax(T* st, int64_t n, T* m, T* l, T* alpha) {
     store(l + u * W, load<V>(alpha + u * W) * load<V>(l + u * W) + sum[u]);
 }
 
-// Pointers into qkv for one sequence and head.
+// One head of one sequence. Q is read in place from qkv; K and V are packed per head into
+// contiguous [S, D] blocks first: in qkv a head's rows lie 3·H·D apart, which defeats the
+// hardware prefetchers and crowds a few cache sets, and every query tile reads them again.
 template <typename T>
 struct HeadView {
-  const T* q;  // row s of the sequence at q + s·ld
-  const T* k;
-  const T* v;
-  int64_t ld;
+  const T* q;  // slot s at q + s·q_ld
+  int64_t q_ld;
+  const T* k;  // [S, D]
+  const T* v;  // [S, D]
 };
+
+// Copies K and V of (b, h) for slots [s0, s1) into kv ([2, S, D]).
 template <typename T>
-HeadView<T> head_view(const T* qkv, const AttentionLayout& L, int64_t b, int64_t h) {
-  const int64_t hd = L.heads * L.head_dim;
-  const T* base = qkv + b * L.streams * L.tokens * 3 * hd + h * L.head_dim;
-  return {base, base + hd, base + 2 * hd, 3 * hd};
+void pack_head(T* kv, const T* qkv, const AttentionLayout& L, int64_t b, int64_t h, int64_t s0,
+               int64_t s1) {
+  const int64_t S = L.streams * L.tokens, D = L.head_dim, hd = L.heads * D;
+  for (int64_t s = s0; s < s1; ++s) {
+    const T* row = qkv + (b * S + s) * 3 * hd + h * D;
+    std::memcpy(kv + s * D, row + hd, D * sizeof(T));
+    std::memcpy(kv + (S + s) * D, row + 2 * hd, D * sizeof(T));
+  }
+}
+
+template <typename T>
+HeadView<T> head_view(const T* qkv, const T* kv, const AttentionLayout& L, int64_t b, int64_t h) {
+  const int64_t S = L.streams * L.tokens, hd = L.heads * L.head_dim;
+  return {qkv + b * S * 3 * hd + h * L.head_dim, 3 * hd, kv, kv + S * L.head_dim};
 }
 
 // Writes scale·Qᵀ of the tile, [D, kTile] (padded lanes repeat the last query), and
@@ -395,8 +416,8 @@ void load_queries(T* qt, T* qs, const T* q, int64_t ld, int64_t rows, int64_t D,
 }
 
 template <typename T>
-int64_t forward_tile(T* out, T* lse, const T* qkv, const AttentionLayout& L, int64_t b, int64_t h,
-                     int64_t stream, int64_t i0) {
+int64_t forward_tile(T* out, T* lse, const HeadView<T>& view, const AttentionLayout& L, int64_t b,
+                     int64_t h, int64_t stream, int64_t i0) {
   const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_;
   TileScratch<T>& scratch = thread_scratch<T>();
   T* qt = scratch.qt.get(D * kTile);       // [D, kTile]
@@ -406,9 +427,8 @@ int64_t forward_tile(T* out, T* lse, const T* qkv, const AttentionLayout& L, int
   TileLanes<T> lanes;
   const TileGeometry g = make_tile(L, b, stream, i0, lanes);
   const int64_t rows = g.i1 - g.i0;
-  const HeadView<T> view = head_view(qkv, L, b, h);
   const T scale = T(1) / std::sqrt(T(D));
-  load_queries<T>(qt, nullptr, view.q + (stream * T_ + i0) * view.ld, view.ld, rows, D, scale);
+  load_queries<T>(qt, nullptr, view.q + (stream * T_ + i0) * view.q_ld, view.q_ld, rows, D, scale);
   std::fill(m, m + kTile, -std::numeric_limits<T>::infinity());
   std::fill(l, l + kTile, T(0));
   std::fill(ot, ot + D * kTile, T(0));
@@ -425,14 +445,14 @@ int64_t forward_tile(T* out, T* lse, const T* qkv, const AttentionLayout& L, int
       const int64_t n = std::min(kChunk, range.end - j0);
       const int64_t key_row = key_stream * T_ + j0;
       // St = K·(scale·Qᵀ)
-      tile_product<T, false>(st, kTile, view.k + key_row * view.ld, view.ld, qt, kTile, n, kTile, D,
+      tile_product<T, false>(st, kTile, view.k + key_row * D, D, qt, kTile, n, kTile, D,
                              Store::overwrite);
       const bool whole =
           j0 + n - 1 <= causal_to && j0 >= unwindowed_from && j0 >= g.uniform_doc_from;
       if (!whole) mask_scores(st, n, j0, doc, lanes);
       online_softmax(st, n, m, l, alpha);
       // Oᵀ = Oᵀ ⊙ alpha + Vᵀ·P
-      tile_product<T, true>(ot, kTile, view.v + key_row * view.ld, view.ld, st, kTile, D, kTile, n,
+      tile_product<T, true>(ot, kTile, view.v + key_row * D, D, st, kTile, D, kTile, n,
                             Store::scale_columns, alpha);
     }
   }
@@ -448,9 +468,11 @@ int64_t forward_tile(T* out, T* lse, const T* qkv, const AttentionLayout& L, int
   return pairs;
 }
 
+// dK, dV of the tile's keys are added to dkv ([2, S, D], packed like the head's K and V).
 template <typename T>
-void backward_tile(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
-                   const AttentionLayout& L, int64_t b, int64_t h, int64_t stream, int64_t i0) {
+void backward_tile(T* dqkv, T* dkv, const T* dout, const HeadView<T>& view, const T* out,
+                   const T* lse, const AttentionLayout& L, int64_t b, int64_t h, int64_t stream,
+                   int64_t i0) {
   using V = typename Simd<T>::V;
   constexpr int W = kLanes<T>;
   const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_, hd = L.heads * D;
@@ -466,9 +488,8 @@ void backward_tile(T* dqkv, const T* dout, const T* qkv, const T* out, const T* 
   TileLanes<T> lanes;
   const TileGeometry g = make_tile(L, b, stream, i0, lanes);
   const int64_t rows = g.i1 - g.i0;
-  const HeadView<T> view = head_view(qkv, L, b, h);
   const T scale = T(1) / std::sqrt(T(D));
-  load_queries<T>(qt, qs, view.q + (stream * T_ + i0) * view.ld, view.ld, rows, D, scale);
+  load_queries<T>(qt, qs, view.q + (stream * T_ + i0) * view.q_ld, view.q_ld, rows, D, scale);
   const int64_t first_slot = stream * T_ + g.i0;
   for (int64_t r = 0; r < kTile; ++r) {
     const int64_t real = std::min(r, rows - 1);
@@ -486,8 +507,8 @@ void backward_tile(T* dqkv, const T* dout, const T* qkv, const T* out, const T* 
   }
   std::fill(dqt, dqt + D * kTile, T(0));
   const int32_t* doc = L.doc ? L.doc + b * T_ : nullptr;
-  T* dk_base = dqkv + b * S * 3 * hd + hd + h * D;
-  T* dv_base = dk_base + hd;
+  T* dk_base = dkv;
+  T* dv_base = dkv + S * D;
 
   for (int64_t key_stream = 0; key_stream < L.streams; ++key_stream) {
     const AttentionKeyRange range = attention_key_range(L, key_stream, g.i0, g.i1, g.doc_min);
@@ -497,13 +518,13 @@ void backward_tile(T* dqkv, const T* dout, const T* qkv, const T* out, const T* 
     for (int64_t j0 = range.begin; j0 < range.end; j0 += kChunk) {
       const int64_t n = std::min(kChunk, range.end - j0);
       const int64_t key_row = key_stream * T_ + j0;
-      const T* k = view.k + key_row * view.ld;
-      const T* v = view.v + key_row * view.ld;
-      tile_product<T, false>(st, kTile, k, view.ld, qt, kTile, n, kTile, D, Store::overwrite);
+      const T* k = view.k + key_row * D;
+      const T* v = view.v + key_row * D;
+      tile_product<T, false>(st, kTile, k, D, qt, kTile, n, kTile, D, Store::overwrite);
       const bool whole =
           j0 + n - 1 <= causal_to && j0 >= unwindowed_from && j0 >= g.uniform_doc_from;
       if (!whole) mask_scores(st, n, j0, doc, lanes);
-      tile_product<T, false>(dpt, kTile, v, view.ld, dot, kTile, n, kTile, D, Store::overwrite);
+      tile_product<T, false>(dpt, kTile, v, D, dot, kTile, n, kTile, D, Store::overwrite);
       // P = exp(S − lse); dS = P ⊙ (dP − Δ)
       for (int64_t c = 0; c < n; ++c)
         for (int u = 0; u < kTile / W; ++u) {
@@ -514,10 +535,10 @@ void backward_tile(T* dqkv, const T* dout, const T* qkv, const T* out, const T* 
           store(ds_at, p * (load<V>(ds_at) - load<V>(row_delta + u * W)));
         }
       // dQᵀ += Kᵀ·dS;  dK += dS·(scale·Q);  dV += P·dO
-      tile_product<T, true>(dqt, kTile, k, view.ld, dpt, kTile, D, kTile, n, Store::accumulate);
-      tile_product<T, false>(dk_base + key_row * view.ld, view.ld, dpt, kTile, qs, D, n, D, kTile,
+      tile_product<T, true>(dqt, kTile, k, D, dpt, kTile, D, kTile, n, Store::accumulate);
+      tile_product<T, false>(dk_base + key_row * D, D, dpt, kTile, qs, D, n, D, kTile,
                              Store::accumulate);
-      tile_product<T, false>(dv_base + key_row * view.ld, view.ld, st, kTile, dos, D, n, D, kTile,
+      tile_product<T, false>(dv_base + key_row * D, D, st, kTile, dos, D, n, D, kTile,
                              Store::accumulate);
     }
   }
@@ -547,21 +568,48 @@ template <typename T>
 int64_t attention_forward(T* out, T* lse, const T* qkv, const AttentionLayout& layout) {
   check_layout(layout);
   if (layout.head_dim == 0) return 0;
-  const int64_t tiles = (layout.tokens + kTile - 1) / kTile;
-  const int64_t tasks = layout.batch * layout.heads * layout.streams * tiles;
+  const int64_t S = layout.streams * layout.tokens, D = layout.head_dim, T_ = layout.tokens;
+  const bool parallel = worth_parallel(layout);
+  // A task is a run of consecutive query tiles of one (sequence, head, stream): it packs the
+  // keys its tiles see into its thread's scratch, then walks them. Runs are cut finely
+  // enough for about 4 tasks per thread, and no team-wide barrier is needed.
+  const int64_t tiles = (T_ + kTile - 1) / kTile;
+  const int64_t units = layout.batch * layout.heads * layout.streams;
+  if (tiles == 0 || units == 0) return 0;
+  const int64_t threads = parallel ? omp_get_max_threads() : 1;
+  const int64_t runs_wanted = std::clamp<int64_t>((4 * threads + units - 1) / units, 1, tiles);
+  const int64_t run_tiles = (tiles + runs_wanted - 1) / runs_wanted;
+  const int64_t runs = (tiles + run_tiles - 1) / run_tiles;
+  const int64_t tasks = units * runs;
   int64_t pairs = 0;
-#pragma omp parallel reduction(+ : pairs) if (worth_parallel(layout))
+#pragma omp parallel reduction(+ : pairs) if (parallel)
   {
-    thread_scratch<T>().reserve(layout.head_dim);
+    TileScratch<T>& scratch = thread_scratch<T>();
+    scratch.reserve(D);
+    T* kv = scratch.head_kv.get(2 * S * D);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       // Later tiles see more keys: hand them out first so the tail of the loop is short.
-      const int64_t tile = tiles - 1 - task % tiles;
-      const int64_t rest = task / tiles;
-      const int64_t stream = rest % layout.streams;
-      const int64_t bh = rest / layout.streams;
-      pairs += forward_tile(out, lse, qkv, layout, bh / layout.heads, bh % layout.heads, stream,
-                            tile * kTile);
+      const int64_t run = runs - 1 - task % runs;
+      const int64_t stream = task / runs % layout.streams;
+      const int64_t bh = task / runs / layout.streams;
+      const int64_t b = bh / layout.heads, h = bh % layout.heads;
+      const int64_t first = run * run_tiles, last = std::min(tiles, first + run_tiles);
+      for (int64_t key_stream = 0; key_stream < layout.streams; ++key_stream) {
+        int64_t begin = T_, end = 0;
+        for (int64_t tile = first; tile < last; ++tile) {
+          const int64_t i0 = tile * kTile, i1 = std::min(i0 + kTile, T_);
+          const AttentionKeyRange range = attention_key_range(
+              layout, key_stream, i0, i1, attention_tile_doc_min(layout, b, i0, i1));
+          begin = std::min(begin, range.begin);
+          end = std::max(end, range.end);
+        }
+        if (end > begin)
+          pack_head(kv, qkv, layout, b, h, key_stream * T_ + begin, key_stream * T_ + end);
+      }
+      const HeadView<T> view = head_view(qkv, kv, layout, b, h);
+      for (int64_t tile = last - 1; tile >= first; --tile)
+        pairs += forward_tile(out, lse, view, layout, b, h, stream, tile * kTile);
     }
   }
   return pairs;
@@ -574,22 +622,28 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
   if (layout.head_dim == 0) return;
   const int64_t S = layout.streams * layout.tokens, D = layout.head_dim;
   const int64_t hd = layout.heads * D;
-  // One task per (sequence, head): it owns that head's dK and dV columns, so the += over
-  // query tiles needs no synchronisation.
+  // One task per (sequence, head): it owns that head's dK and dV, so the += over query
+  // tiles needs no synchronisation. K, V and dK, dV live packed in the thread's scratch.
 #pragma omp parallel if (worth_parallel(layout))
   {
-    thread_scratch<T>().reserve(D);
+    TileScratch<T>& scratch = thread_scratch<T>();
+    scratch.reserve(D);
+    T* kv = scratch.head_kv.get(2 * S * D);
+    T* dkv = scratch.head_dkv.get(2 * S * D);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < layout.batch * layout.heads; ++bh) {
       const int64_t b = bh / layout.heads, h = bh % layout.heads;
-      for (int64_t s = 0; s < S; ++s) {
-        T* row = dqkv + (b * S + s) * 3 * hd + h * D;
-        std::fill(row + hd, row + hd + D, T(0));
-        std::fill(row + 2 * hd, row + 2 * hd + D, T(0));
-      }
+      pack_head(kv, qkv, layout, b, h, 0, S);
+      std::fill(dkv, dkv + 2 * S * D, T(0));
+      const HeadView<T> view = head_view(qkv, kv, layout, b, h);
       for (int64_t stream = 0; stream < layout.streams; ++stream)
         for (int64_t i0 = 0; i0 < layout.tokens; i0 += kTile)
-          backward_tile(dqkv, dout, qkv, out, lse, layout, b, h, stream, i0);
+          backward_tile(dqkv, dkv, dout, view, out, lse, layout, b, h, stream, i0);
+      for (int64_t s = 0; s < S; ++s) {
+        T* row = dqkv + (b * S + s) * 3 * hd + h * D;
+        std::memcpy(row + hd, dkv + s * D, D * sizeof(T));
+        std::memcpy(row + 2 * hd, dkv + (S + s) * D, D * sizeof(T));
+      }
     }
   }
 }
