@@ -1,9 +1,141 @@
+// sps data prepare: text files, folders and JSON Lines -> train.bin, val.bin, meta.json.
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
 #include "cli/commands.h"
+#include "data/prepare.h"
+#include "tokenizer/bpe.h"
+#include "util/error.h"
 
 namespace sps::cli {
 
+namespace {
+
+struct PrepareArgs {
+  PrepareOptions options;
+  std::string tokenizer = "gpt2";
+  std::string format = "auto";
+  std::string dtype = "uint16";
+};
+
+std::string duration(double seconds) {
+  const long s = static_cast<long>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
+                   : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+void run_prepare(PrepareArgs args) {
+  static const std::map<std::string, InputFormat> formats{
+      {"auto", InputFormat::auto_detect}, {"text", InputFormat::text}, {"jsonl", InputFormat::jsonl}};
+  args.options.format = formats.at(args.format);
+  args.options.dtype = args.dtype == "uint32" ? TokenDtype::uint32 : TokenDtype::uint16;
+  const BpeTokenizer tokenizer = BpeTokenizer::load(args.tokenizer);
+  // Past a file-size limit (ulimit -f), let write() fail with EFBIG, so the error is reported
+  // and the temporary files removed, instead of the process being killed.
+  std::signal(SIGXFSZ, SIG_IGN);
+
+  // A progress line on a terminal only; nothing when stderr is a file or a pipe.
+  const bool tty = ::isatty(STDERR_FILENO);
+  double last_print = -1;
+  if (tty) {
+    args.options.progress = [&](const PrepareProgress& p) {
+      if (p.seconds - last_print < 0.25) return;
+      last_print = p.seconds;
+      const double fraction = p.file_bytes_total ? double(p.file_bytes_done) / p.file_bytes_total : 0;
+      const std::string eta =
+          fraction > 0 && fraction < 1 ? duration(p.seconds / fraction * (1 - fraction)) : "-";
+      std::fprintf(stderr, "\r%5.1f%%  %.1f MB/s  %llu documents  %llu tokens  ETA %s   ",
+                   100 * fraction, p.text_bytes / 1e6 / std::max(1e-9, p.seconds),
+                   static_cast<unsigned long long>(p.documents),
+                   static_cast<unsigned long long>(p.tokens), eta.c_str());
+    };
+  }
+  PrepareReport report;
+  try {
+    report = prepare_data(args.options, tokenizer);
+  } catch (...) {
+    if (tty && last_print >= 0) std::fprintf(stderr, "\n");
+    throw;
+  }
+  if (tty && last_print >= 0) std::fprintf(stderr, "\n");
+  std::fprintf(stderr,
+               "sps: %s: train %llu documents, %llu tokens; val %llu documents, %llu tokens "
+               "(%s, %s); %zu files, %.1f MB in %.1f s (%.1f MB/s, %d threads)\n",
+               args.options.out_dir.c_str(), static_cast<unsigned long long>(report.train.documents),
+               static_cast<unsigned long long>(report.train.tokens),
+               static_cast<unsigned long long>(report.val.documents),
+               static_cast<unsigned long long>(report.val.tokens), tokenizer.name().c_str(),
+               dtype_name(args.options.dtype), static_cast<size_t>(report.files),
+               report.text_bytes / 1e6, report.seconds,
+               report.text_bytes / 1e6 / std::max(1e-9, report.seconds), report.threads);
+  if (report.empty_documents)
+    std::fprintf(stderr, "sps: skipped %llu empty document(s)\n",
+                 static_cast<unsigned long long>(report.empty_documents));
+  if (report.bad_records)
+    std::fprintf(stderr, "sps: skipped %llu bad record(s), the first: %s\n",
+                 static_cast<unsigned long long>(report.bad_records), report.first_bad_record.c_str());
+  if (report.replacements)
+    std::fprintf(stderr, "sps: replaced %llu ill-formed UTF-8 sequence(s) with U+FFFD\n",
+                 static_cast<unsigned long long>(report.replacements));
+}
+
+}  // namespace
+
 void register_data(CLI::App& app) {
-  app.add_subcommand("data", "prepare token files from text");
+  auto* data = app.add_subcommand("data", "prepare token files from text");
+  data->require_subcommand(1);
+
+  static PrepareArgs args;
+  auto* prepare = data->add_subcommand(
+      "prepare",
+      "tokenize text files, folders and JSON Lines (plain, .gz or .zst) into train.bin and val.bin "
+      "(headerless little-endian token ids, EOS after every document) and meta.json; a document "
+      "is in val when the first 8 bytes of md5(\"{seed}:{id}\") read big-endian are below "
+      "val-fraction * 2^64, id being the record's `id` field or else <path>:<index> (path "
+      "relative to a folder input, or as given)");
+  prepare->add_option("inputs", args.options.inputs,
+                      "text files (one document each), folders (searched recursively) and JSON Lines "
+                      "files (*.jsonl, *.ndjson; one document per record)")
+      ->required();
+  prepare->add_option("--out", args.options.out_dir, "the output folder")->required();
+  prepare->add_option("--tokenizer", args.tokenizer,
+                      "gpt2, a folder with encoder.json + vocab.bpe, or a tiktoken rank file "
+                      "(what `sps tokenizer train` writes)")
+      ->capture_default_str();
+  prepare->add_option("--include", args.options.include,
+                      "in folders, keep only files whose name matches one of these globs (*.rst); "
+                      "a glob with '/' matches the path below the folder");
+  prepare->add_option("--format", args.format, "input format: auto (by name), text or jsonl")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "text", "jsonl"}));
+  prepare->add_option("--field", args.options.field, "the JSON Lines field holding the text")
+      ->capture_default_str();
+  prepare->add_flag("--split-blank-lines", args.options.split_blank_lines,
+                    "in text files, one document per block of lines between blank lines");
+  prepare->add_option("--val-fraction", args.options.val_fraction,
+                      "share of documents for val.bin, by hash")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  prepare->add_option("--seed", args.options.seed, "seed of the hash split")->capture_default_str();
+  prepare->add_option("--dtype", args.dtype,
+                      "token width: uint16 (nanoGPT's layout; ids up to 65535) or uint32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"uint16", "uint32"}));
+  prepare->add_option("--threads", args.options.threads, "tokenizer threads (default: all cores)")
+      ->check(CLI::Range(0, 4096));
+  prepare->add_flag("--overwrite", args.options.overwrite,
+                    "replace train.bin, val.bin and meta.json in an existing --out folder");
+  prepare->add_flag("--skip-bad-records", args.options.skip_bad_records,
+                    "skip (and count) malformed JSON Lines records instead of stopping");
+  prepare->callback([] { run_prepare(args); });
 }
 
 }  // namespace sps::cli

@@ -1,0 +1,356 @@
+#include "data/prepare.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "data/split.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace sps {
+
+namespace fs = std::filesystem;
+
+const char* dtype_name(TokenDtype dtype) { return dtype == TokenDtype::uint32 ? "uint32" : "uint16"; }
+
+void check_token_dtype(uint32_t vocab_size, TokenDtype dtype) {
+  if (dtype == TokenDtype::uint16 && vocab_size > 65536)
+    fail("the tokenizer has {} ids (up to {}), more than uint16 token files hold (ids up to "
+         "65535); pass --dtype uint32",
+         vocab_size, vocab_size - 1);
+}
+
+namespace {
+
+// Documents in file order, as the reader thread hands them on.
+struct Batch {
+  std::vector<RawDocument> docs;
+  std::vector<uint32_t> file_of;  // index into the source files, per document
+  uint64_t text_bytes = 0;        // of the documents in the batch
+  uint64_t file_bytes_done = 0;   // progress of the reader when the batch was handed on
+  uint64_t text_bytes_done = 0;
+  std::exception_ptr error;  // the reader failed after these documents
+  bool last = false;
+};
+
+// A bounded queue of batches between the reader thread and the main thread.
+class BatchQueue {
+ public:
+  explicit BatchQueue(size_t capacity) : capacity_(capacity) {}
+  // False when the consumer has stopped.
+  bool push(Batch&& batch) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    not_full_.wait(lock, [&] { return stopped_ || queue_.size() < capacity_; });
+    if (stopped_) return false;
+    queue_.push_back(std::move(batch));
+    not_empty_.notify_one();
+    return true;
+  }
+  Batch pop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    not_empty_.wait(lock, [&] { return !queue_.empty(); });
+    Batch batch = std::move(queue_.front());
+    queue_.pop_front();
+    not_full_.notify_one();
+    return batch;
+  }
+  void stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    not_full_.notify_all();
+  }
+
+ private:
+  size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable not_full_, not_empty_;
+  std::deque<Batch> queue_;
+  bool stopped_ = false;
+};
+
+// Reads every source file in order and hands batches on until done, stopped, or failed.
+void read_documents(const PrepareOptions& options, const std::vector<SourceFile>& files,
+                    BatchQueue& queue, std::vector<uint64_t>& text_bytes_per_file) {
+  Batch batch;
+  uint64_t file_bytes_done = 0, text_bytes_done = 0;
+  auto hand_on = [&](bool last, uint64_t current_file_bytes, uint64_t current_text_bytes) {
+    batch.last = last;
+    batch.file_bytes_done = file_bytes_done + current_file_bytes;
+    batch.text_bytes_done = text_bytes_done + current_text_bytes;
+    const bool ok = queue.push(std::move(batch));
+    batch = Batch{};
+    return ok;
+  };
+  try {
+    for (size_t f = 0; f < files.size(); ++f) {
+      DocumentSplitter splitter(ByteStream::open_file(files[f].path), options.format,
+                                options.split_blank_lines);
+      RawDocument doc;
+      while (splitter.next(doc)) {
+        batch.text_bytes += doc.text.size();
+        batch.docs.push_back(std::move(doc));
+        batch.file_of.push_back(static_cast<uint32_t>(f));
+        doc = RawDocument{};
+        if (batch.text_bytes >= options.batch_bytes || batch.docs.size() >= options.batch_documents)
+          if (!hand_on(false, splitter.stream().raw_bytes(), splitter.text_bytes())) return;
+      }
+      text_bytes_per_file[f] = splitter.text_bytes();
+      file_bytes_done += splitter.stream().raw_bytes();
+      text_bytes_done += splitter.text_bytes();
+    }
+  } catch (...) {
+    batch.error = std::current_exception();
+  }
+  hand_on(true, 0, 0);
+}
+
+enum class Outcome : uint8_t { kept, empty, bad };
+
+struct Encoded {
+  std::vector<uint32_t> tokens;  // EOS included
+  Outcome outcome = Outcome::kept;
+  bool val = false;
+  uint64_t replacements = 0;
+  std::string error;  // for bad records: "file:line: reason"
+};
+
+void encode_document(const PrepareOptions& options, const BpeTokenizer& tokenizer,
+                     const SplitRule& rule, const SourceFile& file, RawDocument& doc,
+                     Encoded& out) {
+  std::string id;
+  std::string_view text = doc.text;
+  JsonRecord record;
+  if (doc.json) {
+    std::string reason;
+    if (!parse_json_record(doc.text, options.field, record, &reason)) {
+      out.outcome = Outcome::bad;
+      out.error = fmt::format("{}:{}: {}", file.path, doc.line, reason);
+      return;
+    }
+    out.replacements += record.replacements;
+    text = record.text;
+    if (record.has_id) id = std::move(record.id);
+  }
+  if (id.empty() && !(doc.json && record.has_id)) id = fmt::format("{}:{}", file.id_path, doc.index);
+  if (is_blank(text)) {
+    out.outcome = Outcome::empty;
+    return;
+  }
+  out.val = rule.is_validation(id);
+  EncodeStats stats;
+  tokenizer.encode(text, out.tokens, &stats);
+  out.tokens.push_back(tokenizer.eos_id());
+  out.replacements += stats.replacements;
+}
+
+// Token ids as little-endian integers of the dtype, appended to `bytes`.
+void append_tokens(const std::vector<uint32_t>& tokens, TokenDtype dtype, std::string& bytes) {
+  const size_t width = dtype == TokenDtype::uint16 ? 2 : 4;
+  const size_t old = bytes.size();
+  bytes.resize(old + tokens.size() * width);
+  auto* p = reinterpret_cast<unsigned char*>(bytes.data() + old);
+  for (uint32_t id : tokens) {
+    for (size_t b = 0; b < width; ++b) *p++ = static_cast<unsigned char>(id >> (8 * b));
+  }
+}
+
+struct OutputFolder {
+  std::string path;
+  bool created = false;
+};
+
+OutputFolder open_output_folder(const std::string& path, bool overwrite) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::exists(status)) {
+    if (!fs::is_directory(status)) fail("{}: exists and is not a folder", path);
+    if (!overwrite)
+      fail("{}: already exists (pass --overwrite to replace its train.bin, val.bin and meta.json)",
+           path);
+    return {path, false};
+  }
+  fs::create_directories(path, ec);
+  if (ec) fail("{}: cannot create the folder ({})", path, ec.message());
+  return {path, true};
+}
+
+nlohmann::ordered_json meta_json(const PrepareOptions& options, const BpeTokenizer& tokenizer,
+                                 const PrepareReport& report) {
+  using json = nlohmann::ordered_json;
+  auto split = [&](const SplitCounts& counts, const char* file) {
+    return json{{"file", file}, {"documents", counts.documents}, {"tokens", counts.tokens}};
+  };
+  json sources = json::array();
+  for (const SourceCounts& s : report.sources)
+    sources.push_back({{"input", s.input}, {"files", s.files}, {"documents", s.documents},
+                       {"bytes", s.text_bytes}});
+  return json{
+      {"format", "headerless little-endian token ids, EOS after each document"},
+      {"dtype", dtype_name(options.dtype)},
+      // The tokenizer's ids are below vocab_size (EOS included); the model's V is padded.
+      {"vocab_size", tokenizer.vocab_size()},
+      {"padded_vocab_size", tokenizer.padded_vocab_size()},
+      {"eos_token_id", tokenizer.eos_id()},
+      {"special_ids",
+       {{"eos", tokenizer.eos_id()}, {"predict", tokenizer.predict_id()}, {"pad", tokenizer.pad_id()}}},
+      {"tokenizer", {{"name", tokenizer.name()}, {"fingerprint", tokenizer.fingerprint()}}},
+      {"train", split(report.train, "train.bin")},
+      {"val", split(report.val, "val.bin")},
+      {"split",
+       {{"rule", "val when the first 8 bytes of md5(\"{seed}:{id}\"), big-endian, are < val_fraction * 2^64"},
+        {"id", "the record's id field, else <source path>:<document index>"},
+        {"seed", options.seed},
+        {"val_fraction", options.val_fraction}}},
+      {"skipped", {{"empty_documents", report.empty_documents}, {"bad_records", report.bad_records}}},
+      {"utf8_replacements", report.replacements},
+      {"input_bytes", report.text_bytes},
+      {"input",
+       {{"format", format_name(options.format)},
+        {"field", options.field},
+        {"split_blank_lines", options.split_blank_lines},
+        {"include", options.include}}},
+      {"sources", sources},
+  };
+}
+
+PrepareReport run(const PrepareOptions& options, const BpeTokenizer& tokenizer,
+                  const std::vector<SourceFile>& files, const std::string& out_dir) {
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const SplitRule rule(options.seed, options.val_fraction);
+  PrepareReport report;
+  report.threads = options.threads > 0
+                       ? options.threads
+                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  report.files = files.size();
+  for (size_t i = 0; i < options.inputs.size(); ++i) report.sources.push_back({options.inputs[i]});
+  uint64_t file_bytes_total = 0;
+  for (const SourceFile& f : files) {
+    ++report.sources[f.input].files;
+    file_bytes_total += f.size;
+  }
+
+  AtomicFile train_file(out_dir + "/train.bin"), val_file(out_dir + "/val.bin");
+  BatchQueue queue(2);
+  std::vector<uint64_t> text_bytes_per_file(files.size(), 0);
+  std::thread reader([&] { read_documents(options, files, queue, text_bytes_per_file); });
+  struct StopReader {
+    BatchQueue& queue;
+    std::thread& reader;
+    ~StopReader() {
+      queue.stop();
+      if (reader.joinable()) reader.join();
+    }
+  } stop_reader{queue, reader};
+
+  std::vector<Encoded> encoded;
+  std::string train_bytes, val_bytes;
+  PrepareProgress progress;
+  progress.file_bytes_total = file_bytes_total;
+  while (true) {
+    Batch batch = queue.pop();
+    const int64_t n = static_cast<int64_t>(batch.docs.size());
+    encoded.assign(batch.docs.size(), Encoded{});
+    std::vector<std::exception_ptr> errors(batch.docs.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(report.threads) if (n > 1)
+    for (int64_t i = 0; i < n; ++i) {
+      try {
+        encode_document(options, tokenizer, rule, files[batch.file_of[i]], batch.docs[i], encoded[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+      batch.docs[i].text = std::string();  // free the text early
+    }
+    train_bytes.clear();
+    val_bytes.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      if (errors[i]) std::rethrow_exception(errors[i]);
+      Encoded& e = encoded[i];
+      report.replacements += e.replacements;
+      if (e.outcome == Outcome::bad) {
+        if (!options.skip_bad_records)
+          throw UserError(e.error + " (pass --skip-bad-records to skip such records)");
+        if (report.bad_records++ == 0) report.first_bad_record = e.error;
+        continue;
+      }
+      if (e.outcome == Outcome::empty) {
+        ++report.empty_documents;
+        continue;
+      }
+      SplitCounts& counts = e.val ? report.val : report.train;
+      ++counts.documents;
+      counts.tokens += e.tokens.size();
+      ++report.sources[files[batch.file_of[i]].input].documents;
+      append_tokens(e.tokens, options.dtype, e.val ? val_bytes : train_bytes);
+    }
+    if (!train_bytes.empty()) train_file.write(train_bytes.data(), train_bytes.size());
+    if (!val_bytes.empty()) val_file.write(val_bytes.data(), val_bytes.size());
+    if (batch.error) std::rethrow_exception(batch.error);
+    if (options.progress) {
+      progress.file_bytes_done = batch.file_bytes_done;
+      progress.text_bytes = batch.text_bytes_done;
+      progress.documents = report.train.documents + report.val.documents;
+      progress.tokens = report.train.tokens + report.val.tokens;
+      progress.seconds = elapsed();
+      options.progress(progress);
+    }
+    if (batch.last) break;
+  }
+  reader.join();
+  for (size_t f = 0; f < files.size(); ++f) {
+    report.text_bytes += text_bytes_per_file[f];
+    report.sources[files[f].input].text_bytes += text_bytes_per_file[f];
+  }
+  if (report.train.documents + report.val.documents == 0)
+    fail("no documents to write ({} empty document(s){})", report.empty_documents,
+         report.bad_records ? fmt::format(" and {} bad record(s)", report.bad_records) : "");
+
+  // meta.json marks a complete folder: drop an old one first, write the new one last.
+  const std::string meta_path = out_dir + "/meta.json";
+  std::error_code ec;
+  fs::remove(meta_path, ec);
+  if (ec) fail("{}: cannot remove the old file ({})", meta_path, ec.message());
+  const std::string meta = meta_json(options, tokenizer, report).dump(2) + "\n";
+  AtomicFile meta_file(meta_path);
+  meta_file.write(meta.data(), meta.size());
+  train_file.commit();
+  val_file.commit();
+  meta_file.commit();
+  report.seconds = elapsed();
+  return report;
+}
+
+}  // namespace
+
+PrepareReport prepare_data(const PrepareOptions& options, const BpeTokenizer& tokenizer) {
+  check_token_dtype(tokenizer.vocab_size(), options.dtype);
+  if (options.inputs.empty()) fail("no inputs given");
+  if (options.field.empty()) fail("--field must not be empty");
+  (void)SplitRule(options.seed, options.val_fraction);  // validates the fraction
+  const std::vector<SourceFile> files = list_source_files(options.inputs, options.include);
+  if (files.empty()) fail("no input files (check the paths and --include)");
+  const OutputFolder folder = open_output_folder(options.out_dir, options.overwrite);
+  try {
+    return run(options, tokenizer, files, folder.path);
+  } catch (...) {
+    // The temporary files are gone already (AtomicFile); a folder made by this run goes too.
+    if (folder.created) {
+      std::error_code ec;
+      fs::remove(folder.path, ec);
+    }
+    throw;
+  }
+}
+
+}  // namespace sps

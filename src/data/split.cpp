@@ -1,0 +1,59 @@
+#include "data/split.h"
+
+#include <openssl/evp.h>
+
+#include <cmath>
+#include <string>
+
+#include "util/error.h"
+
+namespace sps {
+
+Md5Digest md5(std::string_view bytes) {
+  Md5Digest digest{};
+  unsigned int size = 0;
+  // EVP_Digest is the non-deprecated one-shot interface of OpenSSL 3.
+  const int ok = EVP_Digest(bytes.data(), bytes.size(), digest.data(), &size, EVP_md5(), nullptr);
+  SPS_ASSERT(ok == 1 && size == digest.size());
+  return digest;
+}
+
+uint64_t split_hash(uint64_t seed, std::string_view id) {
+  std::string key = std::to_string(seed);
+  key += ':';
+  key.append(id);
+  const Md5Digest digest = md5(key);
+  uint64_t h = 0;
+  for (int i = 0; i < 8; ++i) h = (h << 8) | digest[i];
+  return h;
+}
+
+SplitRule::SplitRule(uint64_t seed_, double val_fraction) : seed(seed_) {
+  if (!(val_fraction >= 0.0 && val_fraction <= 1.0))
+    fail("val fraction {} is outside [0, 1]", val_fraction);
+  if (val_fraction >= 1.0) {
+    all = true;
+    return;
+  }
+  if (val_fraction == 0.0) return;  // threshold 0: no document is in val
+  // val_fraction = m · 2^e exactly, with m an integer below 2^53; h < m · 2^(e + 64) holds
+  // for an integer h exactly when h < ceil(m · 2^(e + 64)).
+  int exponent = 0;
+  const double mantissa = std::frexp(val_fraction, &exponent);  // in [0.5, 1)
+  const uint64_t m = static_cast<uint64_t>(std::ldexp(mantissa, 53));
+  const int shift = exponent - 53 + 64;  // val_fraction · 2^64 = m · 2^shift
+  if (shift >= 0) {
+    threshold = m << shift;  // < 2^64 because val_fraction < 1
+  } else if (-shift >= 64) {
+    threshold = 1;  // 0 < val_fraction · 2^64 <= 1: only h = 0
+  } else {
+    const int k = -shift;
+    threshold = (m >> k) + ((m & ((uint64_t{1} << k) - 1)) != 0 ? 1 : 0);
+  }
+}
+
+bool SplitRule::is_validation(std::string_view id) const {
+  return all || split_hash(seed, id) < threshold;
+}
+
+}  // namespace sps
