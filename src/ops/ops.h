@@ -109,3 +109,26 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
                         const AttentionLayout& layout);
 
 }  // namespace sps::ops
+
+namespace sps::ops {
+
+// ---- AdamW (fused update) and the squared norm for gradient clipping ------------------
+// For i in [0, n), with g = grad[i] · grad_scale (the clipping factor):
+//   m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²;
+//   w = w·(1 − lr·weight_decay) − lr · (m / (1 − β1^step)) / (√(v / (1 − β2^step)) + eps)
+// (decoupled decay as in PyTorch's AdamW; pass weight_decay = 0 for ranges without decay).
+// m and v are fp32 whatever T is; step counts from 1.
+struct AdamWStep {
+  double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0, grad_scale = 1;
+  int64_t step = 1;
+};
+template <typename T>
+void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
+                  const AdamWStep& step);
+
+// Σ x[i]² in double, in a fixed order (fixed blocks summed serially), so the result does not
+// depend on the number of threads or on scheduling: exact resumes need that.
+template <typename T>
+double sum_squares(const T* x, int64_t n);
+
+}  // namespace sps::ops

@@ -1,0 +1,119 @@
+#include "data/token_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace sps {
+
+TokenDType token_dtype_from_name(const std::string& name, const std::string& field) {
+  if (name == "uint16") return TokenDType::uint16;
+  if (name == "uint32") return TokenDType::uint32;
+  fail("{}: expected uint16 or uint32, got '{}'", field, name);
+}
+
+const char* token_dtype_name(TokenDType dtype) {
+  return dtype == TokenDType::uint16 ? "uint16" : "uint32";
+}
+
+TokenFile::TokenFile(const std::string& path, TokenDType dtype) : path_(path), dtype_(dtype) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("{}: cannot open the token file: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("{}: not a regular file", path);
+  }
+  const size_t element = dtype == TokenDType::uint16 ? 2 : 4;
+  bytes_ = size_t(st.st_size);
+  if (bytes_ == 0) {
+    ::close(fd);
+    fail("{}: the token file is empty", path);
+  }
+  if (bytes_ % element != 0) {
+    ::close(fd);
+    fail("{}: {} bytes is not a whole number of {} tokens (wrong data.dtype?)", path, bytes_,
+         token_dtype_name(dtype));
+  }
+  void* mapped = ::mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (mapped == MAP_FAILED) fail("{}: cannot map the token file: {}", path, std::strerror(err));
+  data_ = mapped;
+  tokens_ = int64_t(bytes_ / element);
+}
+
+TokenFile::~TokenFile() {
+  if (data_) ::munmap(const_cast<void*>(data_), bytes_);
+}
+
+void TokenFile::read(int64_t begin, int64_t count, int32_t* out, int64_t vocab_size) const {
+  if (begin < 0 || count < 0 || begin + count > tokens_)
+    fail("{}: tokens [{}, {}) are outside the file's {} tokens", path_, begin, begin + count,
+         tokens_);
+  uint32_t bad = 0;  // OR of (id >= vocab) flags keeps the loop branch-free
+  const uint32_t limit = uint32_t(std::min<int64_t>(vocab_size, int64_t(UINT32_MAX)));
+  if (dtype_ == TokenDType::uint16) {
+    const uint16_t* src = static_cast<const uint16_t*>(data_) + begin;
+    for (int64_t i = 0; i < count; ++i) {
+      out[i] = int32_t(src[i]);
+      bad |= uint32_t(src[i] >= limit);
+    }
+  } else {
+    const uint32_t* src = static_cast<const uint32_t*>(data_) + begin;
+    for (int64_t i = 0; i < count; ++i) {
+      out[i] = int32_t(src[i]);
+      bad |= uint32_t(src[i] >= limit);
+    }
+  }
+  if (bad) {
+    for (int64_t i = 0; i < count; ++i)
+      if (at(begin + i) >= limit)
+        fail("{}: token id {} at position {} is outside the model's vocabulary [0, {}) "
+             "(data from another tokenizer, or the wrong model.vocab_size?)",
+             path_, at(begin + i), begin + i, vocab_size);
+  }
+}
+
+DatasetMeta read_dataset_meta(const std::string& folder) {
+  DatasetMeta meta;
+  const std::string path = (std::filesystem::path(folder) / "meta.json").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return meta;
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot open", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: invalid JSON: {}", path, e.what());
+  }
+  if (!j.is_object()) fail("{}: expected a JSON object", path);
+  meta.path = path;
+  if (j.contains("dtype")) {
+    if (!j["dtype"].is_string()) fail("{}: dtype: expected a string", path);
+    meta.dtype = j["dtype"].get<std::string>();
+  }
+  auto read_int = [&](const char* key, int64_t* out) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_number_integer()) fail("{}: {}: expected an integer", path, key);
+    *out = j[key].get<int64_t>();
+  };
+  read_int("vocab_size", &meta.vocab_size);
+  read_int("eos_token_id", &meta.eos_token_id);
+  return meta;
+}
+
+}  // namespace sps

@@ -1,0 +1,68 @@
+// AdamW's fused update and the squared norm used for global gradient clipping.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cpu/cpu_common.h"
+#include "ops/ops.h"
+
+namespace sps::ops {
+
+template <typename T>
+void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
+                  const AdamWStep& s) {
+  // The arithmetic runs in T; the constants are formed in double once. PyTorch's form:
+  // w ← w·(1 − lr·λ); w ← w − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + ε).
+  const double bias1 = 1.0 - std::pow(s.beta1, double(s.step));
+  const double bias2 = 1.0 - std::pow(s.beta2, double(s.step));
+  const T decay = T(1.0 - s.lr * s.weight_decay);
+  const T step_size = T(s.lr / bias1);
+  const T inv_sqrt_bias2 = T(1.0 / std::sqrt(bias2));
+  const T b1 = T(s.beta1), b2 = T(s.beta2), one_minus_b1 = T(1.0 - s.beta1),
+          one_minus_b2 = T(1.0 - s.beta2), eps = T(s.eps), scale = T(s.grad_scale);
+#pragma omp parallel for schedule(static) if (n >= cpu::kParallelThreshold)
+  for (int64_t begin = 0; begin < n; begin += 4096) {
+    const int64_t end = std::min(n, begin + 4096);
+#pragma omp simd simdlen(cpu::kSimdLanes<T>)
+    for (int64_t i = begin; i < end; ++i) {
+      const T g = grads[i] * scale;
+      const T mi = b1 * T(m[i]) + one_minus_b1 * g;
+      const T vi = b2 * T(v[i]) + one_minus_b2 * g * g;
+      m[i] = float(mi);
+      v[i] = float(vi);
+      const T denom = std::sqrt(vi) * inv_sqrt_bias2 + eps;
+      weights[i] = weights[i] * decay - step_size * mi / denom;
+    }
+  }
+}
+
+template <typename T>
+double sum_squares(const T* x, int64_t n) {
+  // Blocks of kBlock elements, each summed on one thread; the block sums of a group are
+  // added serially in block order. Same result for any thread count.
+  constexpr int64_t kBlock = 1 << 14, kGroup = 1024;
+  double total = 0;
+  for (int64_t group = 0; group < n; group += kBlock * kGroup) {
+    const int64_t group_end = std::min(n, group + kBlock * kGroup);
+    const int64_t blocks = (group_end - group + kBlock - 1) / kBlock;
+    double partial[kGroup];
+#pragma omp parallel for schedule(static) if (group_end - group >= cpu::kParallelThreshold)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t begin = group + b * kBlock, end = std::min(group_end, begin + kBlock);
+      double sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = begin; i < end; ++i) sum += double(x[i]) * double(x[i]);
+      partial[b] = sum;
+    }
+    for (int64_t b = 0; b < blocks; ++b) total += partial[b];
+  }
+  return total;
+}
+
+template void adamw_update<float>(float*, const float*, float*, float*, int64_t,
+                                  const AdamWStep&);
+template void adamw_update<double>(double*, const double*, float*, float*, int64_t,
+                                   const AdamWStep&);
+template double sum_squares<float>(const float*, int64_t);
+template double sum_squares<double>(const double*, int64_t);
+
+}  // namespace sps::ops
