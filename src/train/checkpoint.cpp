@@ -1,0 +1,227 @@
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/weights_io.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/safetensors.h"
+#include "util/yaml_config.h"
+
+namespace sps {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open", path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail("{}: cannot open the folder: {}", path, std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) fail("{}: fsync failed: {}", path, std::strerror(err));
+}
+
+// Puts `from` in `to`'s place in one step. With an existing `to`, an exchange (the old
+// folder then sits at `from` and is removed); where the file system has no exchange,
+// `to` moves aside first, and a crash in between leaves it complete as `to.old`.
+void replace_folder(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  if (!fs::exists(to, ec)) {
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      fail("{}: cannot rename to {}: {}", from, to, std::strerror(errno));
+    return;
+  }
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(from, ec);
+    return;
+  }
+  const std::string old = to + ".old";
+  fs::remove_all(old, ec);
+  if (::rename(to.c_str(), old.c_str()) != 0)
+    fail("{}: cannot move aside: {}", to, std::strerror(errno));
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    fail("{}: cannot rename to {}: {}", from, to, std::strerror(errno));
+  fs::remove_all(old, ec);
+}
+
+template <typename T>
+bool same(const T& a, const T& b) { return a == b; }
+
+}  // namespace
+
+std::string trainer_state_json(const TrainerState& s) {
+  nlohmann::ordered_json j;
+  j["step"] = s.step;
+  j["tokens"] = s.tokens;
+  j["sampler"] = {{"windows_per_rank", s.windows_per_rank}, {"world_size", s.world_size}};
+  j["schedule"] = {{"next_eval_tokens", s.next_eval_tokens},
+                   {"next_save_tokens", s.next_save_tokens},
+                   {"next_rolling_tokens", s.next_rolling_tokens},
+                   {"pre_decay_saved", s.pre_decay_saved}};
+  j["metrics_bytes"] = s.metrics_bytes;
+  j["reason"] = s.reason;
+  j["rng"] = {{"seed", s.seed}, {"chunk_shuffle_seed", s.chunk_shuffle_seed},
+              {"eval_seed", s.eval_seed},
+              {"note", "no generator advances during training: weights are drawn once from "
+                       "seed; chunk order and validation windows are recomputed from theirs"}};
+  return j.dump(2) + "\n";
+}
+
+TrainerState trainer_state_from_json(const std::string& text, const std::string& source) {
+  TrainerState s;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    s.step = j.at("step").get<int64_t>();
+    s.tokens = j.at("tokens").get<int64_t>();
+    s.windows_per_rank = j.at("sampler").at("windows_per_rank").get<int64_t>();
+    s.world_size = j.at("sampler").at("world_size").get<int>();
+    const auto& schedule = j.at("schedule");
+    s.next_eval_tokens = schedule.at("next_eval_tokens").get<int64_t>();
+    s.next_save_tokens = schedule.at("next_save_tokens").get<int64_t>();
+    s.next_rolling_tokens = schedule.at("next_rolling_tokens").get<int64_t>();
+    s.pre_decay_saved = schedule.at("pre_decay_saved").get<bool>();
+    s.metrics_bytes = j.at("metrics_bytes").get<int64_t>();
+    s.reason = j.at("reason").get<std::string>();
+    s.seed = j.at("rng").at("seed").get<int64_t>();
+    s.chunk_shuffle_seed = j.at("rng").at("chunk_shuffle_seed").get<int64_t>();
+    s.eval_seed = j.at("rng").at("eval_seed").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not a trainer state: {}", source, e.what());
+  }
+  if (s.step < 0 || s.tokens < 0 || s.windows_per_rank < 0 || s.world_size < 1)
+    fail("{}: not a trainer state: negative counters", source);
+  return s;
+}
+
+std::string checkpoints_dir(const std::string& run_dir) {
+  return (fs::path(run_dir) / "checkpoints").string();
+}
+
+void write_checkpoint(const std::string& run_dir, const std::string& name,
+                      const ParamTable& table, const float* weights, const AdamW& optimizer,
+                      const std::string& config_yaml, const TrainerState& state) {
+  const std::string parent = checkpoints_dir(run_dir);
+  const std::string final_dir = (fs::path(parent) / name).string();
+  const std::string tmp = final_dir + ".tmp";
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) fail("{}: cannot create: {}", parent, ec.message());
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  if (ec) fail("{}: cannot create: {}", tmp, ec.message());
+  save_weights(tmp + "/model.safetensors", table, weights, config_yaml);
+  optimizer.save(tmp + "/optimizer.safetensors");
+  write_file_atomically(tmp + "/config.yaml", config_yaml);
+  write_file_atomically(tmp + "/trainer_state.json", trainer_state_json(state));
+  fsync_path(tmp);
+  replace_folder(tmp, final_dir);
+  fsync_path(parent);
+}
+
+std::string find_newest_checkpoint(const std::string& run_dir) {
+  const std::string parent = checkpoints_dir(run_dir);
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) return "";
+  std::string best;
+  int64_t best_step = -1;
+  std::vector<fs::path> folders;
+  for (const auto& entry : fs::directory_iterator(parent, ec))
+    if (entry.is_directory() && entry.path().extension() != ".tmp") folders.push_back(entry.path());
+  std::sort(folders.begin(), folders.end());  // ties go to the first name, deterministically
+  for (const auto& folder : folders) {
+    try {
+      const std::string state_path = (folder / "trainer_state.json").string();
+      if (!fs::exists(state_path)) continue;
+      const TrainerState state = trainer_state_from_json(read_text(state_path), state_path);
+      SafetensorsFile model((folder / "model.safetensors").string());
+      SafetensorsFile optimizer((folder / "optimizer.safetensors").string());
+      if (!fs::exists(folder / "config.yaml")) continue;
+      if (state.step > best_step) {
+        best_step = state.step;
+        best = folder.string();
+      }
+    } catch (const UserError&) {
+      continue;  // incomplete or damaged: not a candidate
+    }
+  }
+  return best;
+}
+
+std::string trajectory_difference(const TrainConfig& there, const TrainConfig& here) {
+  std::string diff;
+  auto check = [&](const char* field, const auto& a, const auto& b) {
+    if (diff.empty() && !same(a, b)) diff = fmt::format("{} is {} there, {} here", field, a, b);
+  };
+  const ModelConfig &m1 = there.model, &m2 = here.model;
+  check("model.family", m1.family, m2.family);
+  check("model.n_layer", m1.n_layer, m2.n_layer);
+  check("model.n_head", m1.n_head, m2.n_head);
+  check("model.hidden_size", m1.hidden_size, m2.hidden_size);
+  check("model.intermediate_size", m1.intermediate_size, m2.intermediate_size);
+  check("model.vocab_size", m1.vocab_size, m2.vocab_size);
+  check("model.block_size", m1.block_size, m2.block_size);
+  check("model.window_size", m1.window_size, m2.window_size);
+  check("model.persistent_key_window", m1.persistent_key_window, m2.persistent_key_window);
+  check("model.eos_token_id", m1.eos_token_id, m2.eos_token_id);
+  check("model.predict_token_id", m1.predict_token_id, m2.predict_token_id);
+  check("model.pad_token_id", m1.pad_token_id, m2.pad_token_id);
+  check("model.rope_theta", m1.rope_theta, m2.rope_theta);
+  check("model.norm_eps", m1.norm_eps, m2.norm_eps);
+  check("model.init_std", m1.init_std, m2.init_std);
+  const TrainingSettings &t1 = there.training, &t2 = here.training;
+  check("training.global_batch_size", t1.global_batch_size, t2.global_batch_size);
+  check("training.sampler_type", t1.sampler_type, t2.sampler_type);
+  check("training.chunk_size_units", t1.chunk_size_units, t2.chunk_size_units);
+  check("training.chunk_shuffle_seed", t1.chunk_shuffle_seed, t2.chunk_shuffle_seed);
+  check("training.sampler_start_offset", t1.sampler_start_offset, t2.sampler_start_offset);
+  check("training.seed", t1.seed, t2.seed);
+  return diff;
+}
+
+TrainerState load_checkpoint(const std::string& dir, const TrainConfig& config, int world_size,
+                             const ParamTable& table, float* weights, AdamW& optimizer) {
+  const std::string config_path = dir + "/config.yaml";
+  const TrainConfig there = train_config_from_yaml(load_yaml_file(config_path), config_path);
+  const std::string diff = trajectory_difference(there, config);
+  if (!diff.empty())
+    fail("{}: the checkpoint belongs to another config: {} (choose another system.out_dir "
+         "for a new run)",
+         dir, diff);
+  const std::string state_path = dir + "/trainer_state.json";
+  TrainerState state = trainer_state_from_json(read_text(state_path), state_path);
+  if (state.world_size != world_size)
+    fail("{}: written by a run of {} processes, resumed with {}; the data split depends on it "
+         "(resume with mpirun -np {})",
+         dir, state.world_size, world_size, state.world_size);
+  if (state.tokens != state.step * config.tokens_per_step())
+    fail("{}: {} tokens after {} steps does not match {} tokens per step", state_path,
+         state.tokens, state.step, config.tokens_per_step());
+  load_weights(dir + "/model.safetensors", table, weights);
+  optimizer.load(dir + "/optimizer.safetensors");
+  if (optimizer.step() != state.step)
+    fail("{}: the optimizer made {} updates, the trainer state says {} steps", dir,
+         optimizer.step(), state.step);
+  return state;
+}
+
+}  // namespace sps

@@ -1,0 +1,65 @@
+#pragma once
+// Training checkpoints. Each is a folder under RUN/checkpoints/:
+//   model.safetensors      weights (SPEC names, F32), the resolved config in its metadata
+//   optimizer.safetensors  AdamW's exp_avg / exp_avg_sq per parameter, the update count
+//   config.yaml            the resolved config of the run
+//   trainer_state.json     step, tokens, sampler position, schedule counters, seeds
+// Names: `latest` (rolling, and the one SIGINT/SIGTERM write), `tokens_NNNNNNNNNNNN` (every
+// training.save_every tokens), `pre_decay` (where the LR decay starts), `final`.
+//
+// Writing is atomic per folder: everything goes to NAME.tmp/ (each file fsynced, the
+// trainer state last), then NAME.tmp/ takes NAME's place in one rename (an exchange where
+// the file system supports it), so a crash at any moment leaves the previous NAME intact.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+#include "train/optimizer.h"
+#include "train/train_config.h"
+
+namespace sps {
+
+struct TrainerState {
+  int64_t step = 0;               // optimizer steps done
+  int64_t tokens = 0;             // step · tokens_per_step
+  int64_t windows_per_rank = 0;   // sampler position: windows each rank has consumed
+  int world_size = 1;             // processes of the run (the data split depends on it)
+  int64_t next_eval_tokens = 0;   // the schedule's counters, so a resume continues it
+  int64_t next_save_tokens = 0;
+  int64_t next_rolling_tokens = 0;
+  bool pre_decay_saved = false;
+  int64_t metrics_bytes = 0;      // metrics.jsonl's length at this point (resume truncates)
+  std::string reason;             // latest | named | pre_decay | final | interrupted
+  // The seeds of every random stream. Weights are drawn once from `seed`; the sampler's
+  // chunk order and the validation windows are recomputed from theirs, so no generator
+  // state changes during training.
+  int64_t seed = 0, chunk_shuffle_seed = 0, eval_seed = 0;
+};
+
+std::string trainer_state_json(const TrainerState& state);
+TrainerState trainer_state_from_json(const std::string& text, const std::string& source);
+
+// Where the checkpoints of a run folder live.
+std::string checkpoints_dir(const std::string& run_dir);
+
+// Writes one checkpoint folder atomically. `weights` in ParamTable order.
+void write_checkpoint(const std::string& run_dir, const std::string& name,
+                      const ParamTable& table, const float* weights, const AdamW& optimizer,
+                      const std::string& config_yaml, const TrainerState& state);
+
+// The checkpoint with the most steps among the complete, readable ones (folders whose
+// trainer state parses and whose safetensors files open); empty when there is none.
+std::string find_newest_checkpoint(const std::string& run_dir);
+
+// Reads a checkpoint into `weights` and `optimizer`, after checking that it was written for
+// a config compatible with `config` (same model, batch, data order and seed) and with
+// `world_size` processes; a mismatch is a UserError naming the checkpoint and the field.
+TrainerState load_checkpoint(const std::string& dir, const TrainConfig& config, int world_size,
+                             const ParamTable& table, float* weights, AdamW& optimizer);
+
+// "" when `a` and `b` describe the same training trajectory, else the first difference
+// ("model.family is sps there, standard here").
+std::string trajectory_difference(const TrainConfig& there, const TrainConfig& here);
+
+}  // namespace sps

@@ -1,0 +1,105 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "ops/ops.h"
+#include "util/error.h"
+#include "util/safetensors.h"
+
+namespace sps {
+
+double scheduled_learning_rate(int64_t step, int64_t tokens_per_step, int64_t max_tokens,
+                               const OptimizerSettings& o, const SchedulerSettings& s) {
+  const double peak = o.learning_rate;
+  if (!s.decay_lr) return peak;
+  const int64_t n = (step == 0 ? 1 : step) * tokens_per_step;
+  if (n < s.warmup_tokens) return peak * double(n) / double(s.warmup_tokens);
+  const int64_t decay_start = max_tokens - s.lr_decay_tokens;
+  if (n < decay_start) return peak;
+  if (n >= max_tokens) return s.min_lr;
+  const double progress = double(n - decay_start) / double(s.lr_decay_tokens);
+  return s.min_lr + (1.0 - progress) * (peak - s.min_lr);
+}
+
+double clip_coefficient(double grad_norm, double max_norm) {
+  if (max_norm <= 0) return 1.0;
+  const double coefficient = max_norm / (grad_norm + 1e-6);
+  return coefficient < 1.0 ? coefficient : 1.0;
+}
+
+template <typename T>
+double global_grad_norm(const T* grads, int64_t n) {
+  return std::sqrt(ops::sum_squares(grads, n));
+}
+
+AdamW::AdamW(const ParamTable& table, const OptimizerSettings& settings)
+    : table_(table), settings_(settings), m_(table.total(), 0.0f), v_(table.total(), 0.0f) {}
+
+template <typename T>
+void AdamW::update(T* weights, const T* grads, double lr, double grad_scale) {
+  ++step_;
+  ops::AdamWStep s;
+  s.lr = lr;
+  s.beta1 = settings_.beta1;
+  s.beta2 = settings_.beta2;
+  s.eps = settings_.eps;
+  s.grad_scale = grad_scale;
+  s.step = step_;
+  // Runs of neighbouring entries with the same decay flag go to the op as one range.
+  const auto& entries = table_.entries();
+  for (size_t i = 0; i < entries.size();) {
+    size_t j = i + 1;
+    while (j < entries.size() && entries[j].decayed == entries[i].decayed &&
+           entries[j].offset == entries[j - 1].offset + entries[j - 1].numel)
+      ++j;
+    const int64_t begin = entries[i].offset;
+    const int64_t end = entries[j - 1].offset + entries[j - 1].numel;
+    s.weight_decay = entries[i].decayed ? settings_.weight_decay : 0.0;
+    ops::adamw_update(weights + begin, grads + begin, m_.data() + begin, v_.data() + begin,
+                      end - begin, s);
+    i = j;
+  }
+}
+
+void AdamW::save(const std::string& path) const {
+  std::vector<TensorToWrite> tensors;
+  for (const auto& e : table_.entries()) {
+    tensors.push_back({e.name + ".exp_avg", DType::F32, e.shape, m_.data() + e.offset});
+    tensors.push_back({e.name + ".exp_avg_sq", DType::F32, e.shape, v_.data() + e.offset});
+  }
+  write_safetensors(path, tensors, {{"format", "sps-adamw"}, {"step", std::to_string(step_)}});
+}
+
+void AdamW::load(const std::string& path) {
+  SafetensorsFile file(path);
+  if (file.header().tensors.size() != 2 * table_.entries().size())
+    fail("{}: {} tensors, expected {} (exp_avg and exp_avg_sq of every parameter)", path,
+         file.header().tensors.size(), 2 * table_.entries().size());
+  for (const auto& e : table_.entries()) {
+    for (const bool second : {false, true}) {
+      const std::string name = e.name + (second ? ".exp_avg_sq" : ".exp_avg");
+      const TensorInfo* info = file.find(name);
+      if (!info) fail("{}: missing tensor '{}'", path, name);
+      if (info->dtype != DType::F32 || info->shape != e.shape)
+        fail("{}: tensor '{}' is not F32 of the parameter's shape", path, name);
+      float* out = (second ? v_.data() : m_.data()) + e.offset;
+      std::memcpy(out, file.data(*info), sizeof(float) * size_t(e.numel));
+    }
+  }
+  const auto it = file.header().metadata.find("step");
+  if (it == file.header().metadata.end()) fail("{}: no 'step' in the metadata", path);
+  try {
+    step_ = std::stoll(it->second);
+  } catch (const std::exception&) {
+    fail("{}: metadata 'step' is not a number: '{}'", path, it->second);
+  }
+}
+
+template double global_grad_norm<float>(const float*, int64_t);
+template double global_grad_norm<double>(const double*, int64_t);
+template void AdamW::update<float>(float*, const float*, double, double);
+template void AdamW::update<double>(double*, const double*, double, double);
+
+}  // namespace sps

@@ -1,0 +1,177 @@
+// The training loop in-process on a micro model: exact resumption, checkpoints, refusals.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "model/model.h"
+#include "model/weights_io.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+#include "train_fixtures.h"
+#include "util/error.h"
+
+namespace sps {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+struct MicroData {
+  TempDir dir;
+  std::string recipe;
+  MicroData(const std::string& family = "sps", int64_t steps = 20) {
+    testing::write_micro_data(dir.path().string());
+    recipe = dir.file("recipe.yaml");
+    testing::write_whole_file(recipe, testing::micro_recipe(dir.path().string(), family, steps));
+  }
+  TrainConfig config(const std::string& run, std::vector<std::string> overrides = {}) const {
+    overrides.push_back("system.out_dir=" + dir.file(run));
+    return load_train_config(recipe, overrides);
+  }
+  std::string run(const std::string& name) const { return dir.file(name); }
+};
+
+TrainSummary run_train(const TrainConfig& config, bool resume = false, int64_t stop_after = 0) {
+  auto single = make_single_process_collective();
+  TrainOptions options;
+  options.resume = resume;
+  options.stop_after_steps = stop_after;
+  options.quiet = true;
+  return train(config, *single, options);
+}
+
+std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Trainer, ResumedRunIsBitIdenticalToStraightRun) {
+  MicroData data;
+  const TrainSummary straight = run_train(data.config("straight"));
+  ASSERT_TRUE(straight.finished);
+  EXPECT_EQ(straight.step, 20);
+
+  // Interrupted twice, at steps that are not checkpoint or evaluation boundaries.
+  TrainSummary part = run_train(data.config("resumed"), false, 7);
+  EXPECT_TRUE(part.interrupted);
+  EXPECT_EQ(part.step, 7);
+  part = run_train(data.config("resumed"), true, 6);
+  EXPECT_EQ(part.step, 13);
+  part = run_train(data.config("resumed"), true);
+  ASSERT_TRUE(part.finished);
+  EXPECT_EQ(part.step, 20);
+
+  // Weights, optimizer state and trainer state of every checkpoint both runs wrote (the
+  // resolved configs differ only in system.out_dir).
+  const TrainConfig config = data.config("straight");
+  for (const char* checkpoint : {"final", "pre_decay", "tokens_000000000384"}) {
+    const std::string a = data.run("straight") + "/checkpoints/" + checkpoint;
+    const std::string b = data.run("resumed") + "/checkpoints/" + checkpoint;
+    Model<float> ma(config.model), mb(config.model);
+    load_weights(a + "/model.safetensors", ma.params(), ma.weights());
+    load_weights(b + "/model.safetensors", mb.params(), mb.weights());
+    EXPECT_EQ(std::memcmp(ma.weights(), mb.weights(), sizeof(float) * ma.params().total()), 0)
+        << checkpoint << " weights differ";
+    EXPECT_TRUE(testing::read_whole_file(a + "/optimizer.safetensors") ==
+                testing::read_whole_file(b + "/optimizer.safetensors"))
+        << checkpoint << " optimizer state differs";
+    TrainerState sa = trainer_state_from_json(testing::read_whole_file(a + "/trainer_state.json"), a);
+    TrainerState sb = trainer_state_from_json(testing::read_whole_file(b + "/trainer_state.json"), b);
+    sa.metrics_bytes = sb.metrics_bytes = 0;  // timing fields differ in length
+    EXPECT_EQ(trainer_state_json(sa), trainer_state_json(sb)) << checkpoint;
+  }
+  const auto a = testing::read_metrics(data.run("straight") + "/metrics.jsonl");
+  const auto b = testing::read_metrics(data.run("resumed") + "/metrics.jsonl");
+  EXPECT_EQ(testing::without_timing(a), testing::without_timing(b));
+  // 20 step lines and evaluations at steps 0, 5, 10, 15, 20.
+  int steps = 0;
+  std::vector<int64_t> evals;
+  for (const auto& line : a) {
+    if (line.contains("loss")) ++steps;
+    if (line.contains("val_nll")) evals.push_back(line["step"].get<int64_t>());
+  }
+  EXPECT_EQ(steps, 20);
+  EXPECT_EQ(evals, (std::vector<int64_t>{0, 5, 10, 15, 20}));
+  EXPECT_EQ(a.front()["tokens"], 0);
+  EXPECT_EQ(a.back()["tokens"], 20 * 48);
+}
+
+TEST(Trainer, LearnsSomething) {
+  MicroData data("sps", 40);
+  run_train(data.config("run"));
+  const auto lines = testing::read_metrics(data.run("run") + "/metrics.jsonl");
+  std::vector<double> val;
+  for (const auto& l : lines)
+    if (l.contains("val_nll")) val.push_back(l["val_nll"].get<double>());
+  ASSERT_GE(val.size(), 2u);
+  EXPECT_LT(val.back(), val.front() - 0.05);
+}
+
+TEST(Trainer, CheckpointsHoldWhatTheyClaim) {
+  MicroData data("standard", 12);
+  run_train(data.config("run"), false, 5);
+  const std::string dir = data.run("run");
+  const std::string latest = find_newest_checkpoint(dir);
+  EXPECT_EQ(fs::path(latest).filename(), "latest");
+  const TrainerState state = trainer_state_from_json(
+      testing::read_whole_file(latest + "/trainer_state.json"), "state");
+  EXPECT_EQ(state.step, 5);
+  EXPECT_EQ(state.tokens, 5 * 48);
+  EXPECT_EQ(state.windows_per_rank, 5 * 4);
+  EXPECT_EQ(state.reason, "interrupted");
+  EXPECT_EQ(state.metrics_bytes, int64_t(fs::file_size(dir + "/metrics.jsonl")));
+  // The weights load into a model of the resolved config; the optimizer made 5 updates.
+  const TrainConfig config = data.config("run");
+  Model<float> model(config.model);
+  load_weights(latest + "/model.safetensors", model.params(), model.weights());
+  AdamW optimizer(model.params(), config.optimizer);
+  optimizer.load(latest + "/optimizer.safetensors");
+  EXPECT_EQ(optimizer.step(), 5);
+  // Leftovers of an interrupted write and damaged folders are not candidates.
+  fs::create_directories(dir + "/checkpoints/latest.tmp");
+  testing::write_whole_file(dir + "/checkpoints/latest.tmp/trainer_state.json", "{}");
+  fs::copy(latest, dir + "/checkpoints/damaged", fs::copy_options::recursive);
+  std::string text = testing::read_whole_file(latest + "/trainer_state.json");
+  text.replace(text.find("\"step\": 5"), 9, "\"step\": 9");
+  testing::write_whole_file(dir + "/checkpoints/damaged/trainer_state.json", text);
+  fs::resize_file(dir + "/checkpoints/damaged/model.safetensors", 100);
+  EXPECT_EQ(find_newest_checkpoint(dir), latest);
+}
+
+TEST(Trainer, RefusesToOverwriteARunAndToResumeAnotherConfig) {
+  MicroData data("sps", 10);
+  run_train(data.config("run"), false, 3);
+  std::string e = user_error([&] { run_train(data.config("run")); });
+  EXPECT_NE(e.find("already holds a run"), std::string::npos) << e;
+  EXPECT_NE(e.find("--resume"), std::string::npos) << e;
+  e = user_error([&] { run_train(data.config("run", {"model.family=delayed_state"}), true); });
+  EXPECT_NE(e.find("another config: model.family is sps there, delayed_state here"),
+            std::string::npos) << e;
+  e = user_error([&] { run_train(data.config("run", {"training.global_batch_size=8"}), true); });
+  EXPECT_NE(e.find("training.global_batch_size is 4 there, 8 here"), std::string::npos) << e;
+  // Resuming with no checkpoint starts from scratch.
+  EXPECT_EQ(run_train(data.config("fresh"), true, 2).step, 2);
+}
+
+TEST(Trainer, ValidationWindowsAreFixedAndUnaligned) {
+  const auto a = validation_windows(1000, 12, 100, 42);
+  EXPECT_EQ(a, validation_windows(1000, 12, 100, 42));
+  EXPECT_EQ(a.size(), 9u);  // ⌈100/12⌉
+  bool unaligned = false;
+  for (int64_t p : a) {
+    EXPECT_GE(p, 0);
+    EXPECT_LE(p + 13, 1000);
+    unaligned = unaligned || p % 12 != 0;
+  }
+  EXPECT_TRUE(unaligned);
+  EXPECT_EQ(validation_windows(50, 12, 10000000, 42).size(), 5u);  // capped by the file
+  EXPECT_NE(validation_windows(1000, 12, 100, 43), a);
+}
+
+}  // namespace
+}  // namespace sps
