@@ -37,10 +37,12 @@ bench: build
 
 fuzz: deps
 	@cmake --preset fuzz >/dev/null
-	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_safetensors
-	@mkdir -p build/fuzz/corpus_safetensors
+	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_safetensors fuzz_jsonl
+	@mkdir -p build/fuzz/corpus_safetensors build/fuzz/corpus_jsonl
 	@./build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/safetensors.dict \
 	  build/fuzz/corpus_safetensors fuzz/corpus_safetensors
+	@./build/fuzz/fuzz_jsonl -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/jsonl.dict \
+	  build/fuzz/corpus_jsonl fuzz/corpus_jsonl
 
 clean:
 	rm -rf build
