@@ -14,7 +14,7 @@
 // OpenBLAS was slower for these [128 × 64 × 64] products and takes a lock per call when
 // called from many threads.
 //
-// Parallelism: forward over runs of query tiles of one (sequence, head, stream), no barriers;
+// Parallelism: forward over runs of query tiles of one (sequence, head), no barriers;
 // backward over (sequence, head), each task owning its head's dK and dV.
 #include <omp.h>
 
@@ -570,17 +570,18 @@ int64_t attention_forward(T* out, T* lse, const T* qkv, const AttentionLayout& l
   if (layout.head_dim == 0) return 0;
   const int64_t S = layout.streams * layout.tokens, D = layout.head_dim, T_ = layout.tokens;
   const bool parallel = worth_parallel(layout);
-  // A task is a run of consecutive query tiles of one (sequence, head, stream): it packs the
-  // keys its tiles see into its thread's scratch, then walks them. Runs are cut finely
-  // enough for about 4 tasks per thread, and no team-wide barrier is needed.
+  // A task is a run of consecutive query tiles of one (sequence, head), in every query
+  // stream (they see the same key ranges, so the keys are packed once and walked while hot).
+  // The task packs those keys into its thread's scratch, then walks them. Runs are cut
+  // finely enough for about 4 tasks per thread, and no team-wide barrier is needed.
   const int64_t tiles = (T_ + kTile - 1) / kTile;
-  const int64_t units = layout.batch * layout.heads * layout.streams;
-  if (tiles == 0 || units == 0) return 0;
+  const int64_t heads = layout.batch * layout.heads;
+  if (tiles == 0 || heads == 0) return 0;
   const int64_t threads = parallel ? omp_get_max_threads() : 1;
-  const int64_t runs_wanted = std::clamp<int64_t>((4 * threads + units - 1) / units, 1, tiles);
+  const int64_t runs_wanted = std::clamp<int64_t>((4 * threads + heads - 1) / heads, 1, tiles);
   const int64_t run_tiles = (tiles + runs_wanted - 1) / runs_wanted;
   const int64_t runs = (tiles + run_tiles - 1) / run_tiles;
-  const int64_t tasks = units * runs;
+  const int64_t tasks = heads * runs;
   int64_t pairs = 0;
 #pragma omp parallel reduction(+ : pairs) if (parallel)
   {
@@ -591,8 +592,7 @@ int64_t attention_forward(T* out, T* lse, const T* qkv, const AttentionLayout& l
     for (int64_t task = 0; task < tasks; ++task) {
       // Later tiles see more keys: hand them out first so the tail of the loop is short.
       const int64_t run = runs - 1 - task % runs;
-      const int64_t stream = task / runs % layout.streams;
-      const int64_t bh = task / runs / layout.streams;
+      const int64_t bh = task / runs;
       const int64_t b = bh / layout.heads, h = bh % layout.heads;
       const int64_t first = run * run_tiles, last = std::min(tiles, first + run_tiles);
       for (int64_t key_stream = 0; key_stream < layout.streams; ++key_stream) {
@@ -609,7 +609,8 @@ int64_t attention_forward(T* out, T* lse, const T* qkv, const AttentionLayout& l
       }
       const HeadView<T> view = head_view(qkv, kv, layout, b, h);
       for (int64_t tile = last - 1; tile >= first; --tile)
-        pairs += forward_tile(out, lse, view, layout, b, h, stream, tile * kTile);
+        for (int64_t stream = 0; stream < layout.streams; ++stream)
+          pairs += forward_tile(out, lse, view, layout, b, h, stream, tile * kTile);
     }
   }
   return pairs;
