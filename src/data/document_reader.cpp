@@ -1,6 +1,7 @@
 #include "data/document_reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fnmatch.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -72,6 +73,8 @@ std::vector<SourceFile> list_source_files(const std::vector<std::string>& inputs
     const std::string& path = inputs[input];
     std::error_code ec;
     const fs::file_status status = fs::status(path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory)
+      fail("{}: cannot access ({})", path, ec.message());
     if (!fs::exists(status)) fail("{}: no such file or folder", path);
     if (!fs::is_directory(status)) {
       const uint64_t size = fs::is_regular_file(status) ? fs::file_size(path, ec) : 0;
@@ -125,7 +128,12 @@ struct ByteStream::Decoder {
   }
 };
 
-ByteStream::ByteStream(std::string name) : name_(std::move(name)), input_(1 << 18) {}
+namespace {
+constexpr size_t kChunk = size_t{1} << 16;  // below malloc's mmap threshold, so reused
+}  // namespace
+
+ByteStream::ByteStream(std::string name)
+    : name_(std::move(name)), input_(new char[kChunk]), input_size_(kChunk) {}
 
 ByteStream::~ByteStream() {
   if (fd_ >= 0) ::close(fd_);
@@ -135,6 +143,8 @@ std::unique_ptr<ByteStream> ByteStream::open_file(const std::string& path) {
   std::unique_ptr<ByteStream> stream(new ByteStream(path));
   stream->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (stream->fd_ < 0) fail("{}: cannot open ({})", path, std::strerror(errno));
+  struct stat st;
+  if (::fstat(stream->fd_, &st) == 0 && S_ISREG(st.st_mode)) stream->size_hint_ = static_cast<uint64_t>(st.st_size);
   stream->start();
   return stream;
 }
@@ -142,28 +152,29 @@ std::unique_ptr<ByteStream> ByteStream::open_file(const std::string& path) {
 std::unique_ptr<ByteStream> ByteStream::from_memory(std::string bytes, std::string name) {
   std::unique_ptr<ByteStream> stream(new ByteStream(std::move(name)));
   stream->memory_ = std::move(bytes);
+  stream->size_hint_ = stream->memory_.size();
   stream->start();
   return stream;
 }
 
 size_t ByteStream::fill_input() {
   if (input_pos_ > 0) {
-    std::memmove(input_.data(), input_.data() + input_pos_, input_end_ - input_pos_);
+    std::memmove(input_.get(), input_.get() + input_pos_, input_end_ - input_pos_);
     input_end_ -= input_pos_;
     input_pos_ = 0;
   }
-  if (input_eof_ || input_end_ == input_.size()) return 0;
+  if (input_eof_ || input_end_ == input_size_) return 0;
   size_t n = 0;
   if (fd_ >= 0) {
     ssize_t got;
     do {
-      got = ::read(fd_, input_.data() + input_end_, input_.size() - input_end_);
+      got = ::read(fd_, input_.get() + input_end_, input_size_ - input_end_);
     } while (got < 0 && errno == EINTR);
     if (got < 0) fail("{}: cannot read ({})", name_, std::strerror(errno));
     n = static_cast<size_t>(got);
   } else {
-    n = std::min(input_.size() - input_end_, memory_.size() - memory_pos_);
-    std::memcpy(input_.data() + input_end_, memory_.data() + memory_pos_, n);
+    n = std::min(input_size_ - input_end_, memory_.size() - memory_pos_);
+    std::memcpy(input_.get() + input_end_, memory_.data() + memory_pos_, n);
     memory_pos_ += n;
   }
   if (n == 0) input_eof_ = true;
@@ -175,7 +186,7 @@ size_t ByteStream::fill_input() {
 void ByteStream::start() {
   while (input_end_ < 4 && fill_input() > 0) {
   }
-  const auto* b = reinterpret_cast<const unsigned char*>(input_.data());
+  const auto* b = reinterpret_cast<const unsigned char*>(input_.get());
   const size_t have = input_end_;
   if (have >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
     compression_ = Compression::gzip;
@@ -204,7 +215,7 @@ size_t ByteStream::read(char* out, size_t size) {
   if (compression_ == Compression::none) {
     if (input_pos_ == input_end_ && fill_input() == 0) return 0;
     const size_t n = std::min(size, input_end_ - input_pos_);
-    std::memcpy(out, input_.data() + input_pos_, n);
+    std::memcpy(out, input_.get() + input_pos_, n);
     input_pos_ += n;
     return n;
   }
@@ -220,14 +231,14 @@ size_t ByteStream::read(char* out, size_t size) {
           fill_input();
           continue;
         }
-        const auto* b = reinterpret_cast<const unsigned char*>(input_.data() + input_pos_);
+        const auto* b = reinterpret_cast<const unsigned char*>(input_.get() + input_pos_);
         if (input_end_ - input_pos_ < 2 || b[0] != 0x1f || b[1] != 0x8b)
           fail("{}: unexpected bytes after the end of the gzip data", name_);
         inflateReset(&d.z);
         d.member_done = false;
       }
       if (available == 0) fail("{}: truncated gzip data", name_);
-      d.z.next_in = reinterpret_cast<Bytef*>(input_.data() + input_pos_);
+      d.z.next_in = reinterpret_cast<Bytef*>(input_.get() + input_pos_);
       d.z.avail_in = static_cast<uInt>(std::min<size_t>(available, UINT32_MAX));
       d.z.next_out = reinterpret_cast<Bytef*>(out);
       d.z.avail_out = static_cast<uInt>(std::min<size_t>(size, UINT32_MAX));
@@ -251,7 +262,7 @@ size_t ByteStream::read(char* out, size_t size) {
         if (d.zstd_last != 0) fail("{}: truncated zstd data", name_);
         return 0;
       }
-      ZSTD_inBuffer in{input_.data() + input_pos_, available, 0};
+      ZSTD_inBuffer in{input_.get() + input_pos_, available, 0};
       ZSTD_outBuffer o{out, size, 0};
       const size_t rc = ZSTD_decompressStream(d.zstd, &o, &in);
       if (ZSTD_isError(rc)) fail("{}: corrupt zstd data ({})", name_, ZSTD_getErrorName(rc));
@@ -270,7 +281,7 @@ DocumentSplitter::DocumentSplitter(std::unique_ptr<ByteStream> stream, InputForm
     : stream_(std::move(stream)),
       format_(format_for_name(stream_->name(), format)),
       split_blank_lines_(split_blank_lines),
-      buffer_(1 << 20) {}
+      buffer_(new char[kChunk]) {}
 
 bool DocumentSplitter::next_line(std::string& line) {
   line.clear();
@@ -278,7 +289,7 @@ bool DocumentSplitter::next_line(std::string& line) {
   while (true) {
     if (pos_ == end_) {
       pos_ = 0;
-      end_ = stream_->read(buffer_.data(), buffer_.size());
+      end_ = stream_->read(buffer_.get(), kChunk);
       text_bytes_ += end_;
       if (end_ == 0) {
         if (any) ++line_;
@@ -286,7 +297,7 @@ bool DocumentSplitter::next_line(std::string& line) {
       }
     }
     any = true;
-    const char* begin = buffer_.data() + pos_;
+    const char* begin = buffer_.get() + pos_;
     const void* newline = std::memchr(begin, '\n', end_ - pos_);
     if (newline) {
       const size_t n = static_cast<const char*>(newline) - begin;
@@ -320,14 +331,12 @@ bool DocumentSplitter::next(RawDocument& doc) {
   }
   if (!split_blank_lines_) {
     // The whole file is one document.
+    if (stream_->compression() == Compression::none) doc.text.reserve(stream_->size_hint());
     size_t n;
-    do {
-      const size_t old = doc.text.size();
-      doc.text.resize(old + buffer_.size());
-      n = stream_->read(doc.text.data() + old, buffer_.size());
-      doc.text.resize(old + n);
+    while ((n = stream_->read(buffer_.get(), kChunk)) > 0) {
+      doc.text.append(buffer_.get(), n);
       text_bytes_ += n;
-    } while (n > 0);
+    }
     doc.index = index_++;
     doc.line = 1;
     done_ = true;

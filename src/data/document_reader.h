@@ -53,6 +53,7 @@ class ByteStream {
   size_t read(char* out, size_t size);
   Compression compression() const { return compression_; }
   uint64_t raw_bytes() const { return raw_bytes_; }  // bytes taken from the file so far
+  uint64_t size_hint() const { return size_hint_; }  // the file's size, 0 when unknown
   const std::string& name() const { return name_; }
 
  private:
@@ -65,8 +66,9 @@ class ByteStream {
   int fd_ = -1;
   std::string memory_;  // for from_memory
   size_t memory_pos_ = 0;
-  std::vector<char> input_;
-  size_t input_pos_ = 0, input_end_ = 0;
+  std::unique_ptr<char[]> input_;  // raw bytes; not zeroed (one per file)
+  size_t input_size_ = 0, input_pos_ = 0, input_end_ = 0;
+  uint64_t size_hint_ = 0;
   bool input_eof_ = false;
   Compression compression_ = Compression::none;
   uint64_t raw_bytes_ = 0;
@@ -98,7 +100,7 @@ class DocumentSplitter {
   bool split_blank_lines_;
   bool done_ = false;
   uint64_t index_ = 0, line_ = 0, text_bytes_ = 0;
-  std::vector<char> buffer_;
+  std::unique_ptr<char[]> buffer_;  // decompressed bytes for line splitting
   size_t pos_ = 0, end_ = 0;
 };
 
