@@ -132,3 +132,37 @@ template <typename T>
 double sum_squares(const T* x, int64_t n);
 
 }  // namespace sps::ops
+
+namespace sps::ops {
+
+// ---- decode attention (cached generation, SPEC §7) -----------------------------------
+// One decode step of B sequences, each with Q = 1 (standard) or Q = 2 (interleaved: the
+// input slot's row, then the predict slot's row, both at the step's position) new rows,
+// over each sequence's KV cache of the current document. Query row r of sequence b sees
+//   persistent cache rows [persistent_begin[b], persistent_end[b]),
+//   window ring rows [0, ring_len[b]) (their order does not matter), and
+//   the step's own keys of rows 0..r of b (the predict query sees the input key too),
+// which is exactly SPEC §4's mask when the caller keeps the cache to the current document,
+// the ring to the last w windowed keys, and persistent_begin to ω. Cost is proportional to
+// the rows cached, not to the capacity.
+struct DecodeAttentionLayout {
+  int64_t batch = 0;                // B sequences
+  int64_t queries = 1;              // Q new rows per sequence (1 or 2)
+  int64_t heads = 0;                // H
+  int64_t head_dim = 0;             // D
+  int64_t persistent_capacity = 0;  // rows per (sequence, head) of the persistent arrays
+  int64_t ring_capacity = 0;        // rows per (sequence, head) of the ring arrays (0: none)
+  const int64_t* persistent_begin = nullptr;  // [B] first visible persistent row (null: 0)
+  const int64_t* persistent_end = nullptr;    // [B] persistent rows cached
+  const int64_t* ring_len = nullptr;          // [B] ring rows in use (null: none)
+};
+
+// qkv: [B·Q, 3·H·D] the step's rows, q | k | v after RoPE, sequence b at rows b·Q .. b·Q+Q−1.
+// persistent_k, persistent_v: [B, H, persistent_capacity, D]; ring_k, ring_v:
+// [B, H, ring_capacity, D] (K after RoPE). out: [B·Q, H·D]. Scale 1/√D, fp32 softmax
+// statistics for float. Returns the number of query-key score pairs computed.
+template <typename T>
+int64_t attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
+                         const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout);
+
+}  // namespace sps::ops

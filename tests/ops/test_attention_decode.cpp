@@ -1,0 +1,190 @@
+// The decode attention op against the dense reference of the training mask: the last token's
+// query slots of a full sequence see exactly what a cache of the current document (persistent
+// rows, the last w windowed rows in any ring order, ω) plus the step's own keys gives them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gradcheck.h"
+#include "ops/attention_reference.h"
+#include "ops/ops.h"
+
+namespace sps {
+namespace {
+
+using testing::max_relative_error;
+using testing::random_vector;
+
+struct DecodeCase {
+  int64_t streams = 2, persistent_stream = 0, window = 3, omega = -1;
+  int64_t heads = 2, head_dim = 8;
+  std::vector<int64_t> tokens;      // per sequence: its length T_b (the query is token T_b − 1)
+  std::vector<int64_t> doc_starts;  // per sequence: first token of the query's document
+  int64_t capacity_slack = 5;       // unused capacity rows, filled with NaN
+};
+
+template <typename T>
+void check_decode(const DecodeCase& c, uint64_t seed, double tolerance) {
+  const int64_t B = int64_t(c.tokens.size()), H = c.heads, D = c.head_dim, HD = H * D;
+  const int64_t Q = c.streams;
+  const int64_t window_stream = 1 - c.persistent_stream;
+  int64_t max_tokens = 0;
+  for (int64_t t : c.tokens) max_tokens = std::max(max_tokens, t);
+  const int64_t Cp = max_tokens + c.capacity_slack;
+  const int64_t Cr = Q == 2 && c.window > 0 ? std::min(c.window, max_tokens) + 1 : 0;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> pk(B * H * Cp * D, nan), pv(pk.size(), nan);
+  std::vector<T> rk(std::max<int64_t>(1, B * H * Cr * D), nan), rv(rk.size(), nan);
+  std::vector<int64_t> p_begin(B), p_end(B), ring_len(B);
+  std::vector<T> step_qkv(B * Q * 3 * HD);
+  std::vector<std::vector<double>> expected(B);
+  std::mt19937_64 shuffle_rng(seed);
+
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t Tb = c.tokens[b], i = Tb - 1, start = c.doc_starts[b];
+    ops::AttentionLayout layout;
+    layout.batch = 1;
+    layout.tokens = Tb;
+    layout.streams = c.streams;
+    layout.persistent_stream = c.persistent_stream;
+    layout.window = c.window;
+    layout.persistent_window = c.omega;
+    layout.heads = H;
+    layout.head_dim = D;
+    std::vector<int32_t> doc(Tb), doc_start(Tb);
+    for (int64_t t = 0; t < Tb; ++t) {
+      doc[t] = t < start ? 0 : 1;
+      doc_start[t] = t < start ? 0 : int32_t(start);
+    }
+    layout.doc = doc.data();
+    layout.doc_start = doc_start.data();
+    const int64_t S = c.streams * Tb;
+    // Values exactly representable in T, so both sides see the same inputs.
+    std::vector<double> qkv = random_vector(S * 3 * HD, seed + 17 * b);
+    for (double& x : qkv) x = double(T(x));
+    std::vector<double> out, lse;
+    testing::reference_attention_forward(out, lse, qkv, layout);
+    for (int64_t a = 0; a < Q; ++a)
+      expected[b].insert(expected[b].end(), out.begin() + (a * Tb + i) * HD,
+                         out.begin() + (a * Tb + i + 1) * HD);
+    auto slot_row = [&](int64_t stream, int64_t token) { return &qkv[(stream * Tb + token) * 3 * HD]; };
+    // The cache of the current document before token i.
+    const int64_t persistent_stream = Q == 2 ? c.persistent_stream : 0;
+    for (int64_t t = start; t < i; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t row = ((b * H + h) * Cp + (t - start)) * D + d;
+          pk[row] = T(slot_row(persistent_stream, t)[HD + h * D + d]);
+          pv[row] = T(slot_row(persistent_stream, t)[2 * HD + h * D + d]);
+        }
+    p_end[b] = i - start;
+    p_begin[b] = c.omega >= 0 ? std::max<int64_t>(0, p_end[b] - c.omega) : 0;
+    std::vector<int64_t> ring_tokens;
+    if (Cr > 0)
+      for (int64_t t = std::max(start, i - c.window); t < i; ++t) ring_tokens.push_back(t);
+    std::shuffle(ring_tokens.begin(), ring_tokens.end(), shuffle_rng);
+    ring_len[b] = int64_t(ring_tokens.size());
+    for (int64_t k = 0; k < ring_len[b]; ++k)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t row = ((b * H + h) * Cr + k) * D + d;
+          rk[row] = T(slot_row(window_stream, ring_tokens[k])[HD + h * D + d]);
+          rv[row] = T(slot_row(window_stream, ring_tokens[k])[2 * HD + h * D + d]);
+        }
+    for (int64_t a = 0; a < Q; ++a)
+      for (int64_t k = 0; k < 3 * HD; ++k) step_qkv[(b * Q + a) * 3 * HD + k] = T(slot_row(a, i)[k]);
+  }
+
+  ops::DecodeAttentionLayout layout;
+  layout.batch = B;
+  layout.queries = Q;
+  layout.heads = H;
+  layout.head_dim = D;
+  layout.persistent_capacity = Cp;
+  layout.ring_capacity = Cr;
+  layout.persistent_begin = p_begin.data();
+  layout.persistent_end = p_end.data();
+  layout.ring_len = ring_len.data();
+  std::vector<T> out(B * Q * HD, nan);
+  const int64_t pairs = ops::attention_decode(out.data(), step_qkv.data(), pk.data(), pv.data(),
+                                              Cr ? rk.data() : nullptr, Cr ? rv.data() : nullptr,
+                                              layout);
+  int64_t keys = 0;
+  for (int64_t b = 0; b < B; ++b) keys += p_end[b] - p_begin[b] + ring_len[b];
+  EXPECT_EQ(pairs, H * (Q * keys + B * Q * (Q + 1) / 2));
+  for (int64_t b = 0; b < B; ++b)
+    EXPECT_LT(max_relative_error(out.data() + b * Q * HD, expected[b].data(), Q * HD), tolerance)
+        << "sequence " << b;
+}
+
+struct Family {
+  const char* name;
+  int64_t streams, persistent_stream;
+};
+const Family kFamilies[] = {{"standard", 1, 0}, {"sps", 2, 0}, {"predict_persistent", 2, 1}};
+
+TEST(AttentionDecode, EqualsTheTrainingMaskForEveryFamilyWindowAndOmega) {
+  uint64_t seed = 1;
+  for (const Family& f : kFamilies)
+    for (int64_t w : {0, 1, 3, 200})
+      for (int64_t omega : {-1, 0, 2}) {
+        DecodeCase c;
+        c.streams = f.streams;
+        c.persistent_stream = f.persistent_stream;
+        c.window = w;
+        c.omega = omega;
+        // A fresh document (one token), a document started mid-sequence, one from token 0,
+        // and a long one that spans several key chunks.
+        c.tokens = {9, 11, 1, 150};
+        c.doc_starts = {8, 4, 0, 0};
+        SCOPED_TRACE(std::string(f.name) + " w=" + std::to_string(w) + " omega=" + std::to_string(omega));
+        check_decode<double>(c, seed, 1e-12);
+        check_decode<float>(c, seed, 2e-6);
+        ++seed;
+      }
+}
+
+TEST(AttentionDecode, HeadSizesAndManyHeads) {
+  for (int64_t D : {2, 6, 64, 80}) {
+    DecodeCase c;
+    c.head_dim = D;
+    c.heads = 5;
+    c.tokens = {70, 3};
+    c.doc_starts = {2, 0};
+    SCOPED_TRACE("D=" + std::to_string(D));
+    check_decode<float>(c, 100 + uint64_t(D), 2e-6);
+  }
+}
+
+// Large scores: the online softmax must rescale across chunks without overflow.
+TEST(AttentionDecode, LargeScoresStayFinite) {
+  const int64_t H = 1, D = 4, Cp = 130, Q = 2;
+  std::vector<float> pk(Cp * D), pv(Cp * D), qkv(Q * 3 * H * D, 0.0f);
+  for (int64_t k = 0; k < Cp; ++k)
+    for (int64_t d = 0; d < D; ++d) {
+      pk[k * D + d] = float(k) * 3.0f;  // scores grow by chunk
+      pv[k * D + d] = float(k);
+    }
+  for (int64_t d = 0; d < D; ++d) qkv[d] = qkv[3 * H * D + d] = 10.0f;
+  const int64_t end = Cp;
+  ops::DecodeAttentionLayout layout;
+  layout.batch = 1;
+  layout.queries = Q;
+  layout.heads = H;
+  layout.head_dim = D;
+  layout.persistent_capacity = Cp;
+  layout.persistent_end = &end;
+  std::vector<float> out(Q * H * D);
+  ops::attention_decode<float>(out.data(), qkv.data(), pk.data(), pv.data(), nullptr, nullptr, layout);
+  // The last cached key dominates completely.
+  for (float v : out) EXPECT_NEAR(v, float(Cp - 1), 1e-3);
+}
+
+}  // namespace
+}  // namespace sps
