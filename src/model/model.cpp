@@ -84,6 +84,15 @@ void Model<T>::reserve(int64_t B, int64_t T_) {
 }
 
 template <typename T>
+void Model<T>::release_activations() {
+  std::vector<T>().swap(acts_);
+  layer_acts_.clear();
+  h_out_ = nf_ = rstdf_ = logits_ = lse_head_ = nll_ = nullptr;
+  dh_ = dn_ = dqkv_ = datt_ = dgate_up_ = dact_ = dnf_ = nullptr;
+  planned_batch_ = planned_tokens_ = 0;
+}
+
+template <typename T>
 ops::AttentionLayout Model<T>::attention_layout() const {
   ops::AttentionLayout attn;
   attn.batch = batch_;

@@ -45,6 +45,14 @@ class Model {
   // forward when needed; call it up front to keep allocation out of the step loop.
   void reserve(int64_t batch, int64_t tokens);
   int64_t activation_bytes() const { return int64_t(acts_.size() * sizeof(T)); }
+  // Returns the activation plan's memory; the next forward plans again.
+  void release_activations();
+
+  // Read-only views of the last forward, for the prefill of cached generation
+  // (model/decoder.h): layer l's q | k | v after RoPE, [B·S, 3d] stream-major, and the
+  // residual stream after the last layer (before output_norm), [B·S, d].
+  const T* layer_qkv(int64_t l) const { return layer_acts_[l].qkv; }
+  const T* final_hidden() const { return h_out_; }
 
   // x, y: [B, T] token ids (validated against the vocabulary by the caller).
   StepResult forward(const int32_t* x, const int32_t* y, int64_t batch, int64_t tokens,

@@ -1,0 +1,186 @@
+#include "model/decoder.h"
+
+#include <algorithm>
+
+#include "ops/ops.h"
+#include "util/error.h"
+
+namespace sps {
+
+template <typename T>
+Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape) : model_(model), shape_(shape) {
+  const ModelConfig& c = model.config();
+  const Family& family = model.family();
+  SPS_ASSERT(shape.batch > 0 && shape.max_prompt_tokens > 0 && shape.max_new_tokens >= 0);
+  SPS_ASSERT(shape.prefill_rows >= 0);
+  Q_ = family.streams();
+  V_ = c.vocab_size;
+  d_ = c.hidden_size;
+  F_ = c.intermediate_size;
+  H_ = c.n_head;
+  D_ = c.head_dim();
+  L_ = c.n_layer;
+  persistent_row_ = family.interleaved ? int64_t(family.persistent_slot) : 0;
+  window_row_ = 1 - persistent_row_;
+  readout_row_ = family.interleaved ? int64_t(family.readout_slot) : 0;
+
+  // A document never holds more than the longest prompt plus the tokens fed after it, and
+  // no position exceeds that count either.
+  const int64_t longest = shape.max_prompt_tokens + shape.max_new_tokens;
+  KvCacheShape cache_shape;
+  cache_shape.layers = L_;
+  cache_shape.batch = shape.batch;
+  cache_shape.heads = H_;
+  cache_shape.head_dim = D_;
+  cache_shape.persistent_capacity = longest;
+  cache_shape.ring_capacity =
+      family.interleaved && c.window_size > 0 ? std::min(c.window_size, longest) : 0;
+  cache_.allocate(cache_shape);
+
+  rope_positions_ = longest;
+  rope_cos_.assign(rope_positions_ * D_ / 2, T(0));
+  rope_sin_.assign(rope_positions_ * D_ / 2, T(0));
+  ops::rope_tables(rope_cos_.data(), rope_sin_.data(), rope_positions_, D_, c.rope_theta);
+
+  const int64_t B = shape.batch, rows = B * Q_;
+  step_tokens_.assign(rows, 0);
+  step_positions_.assign(rows, 0);
+  h_.assign(rows * d_, T(0));
+  n_.assign(rows * d_, T(0));
+  rstd_.assign(rows, T(0));
+  qkv_.assign(rows * 3 * d_, T(0));
+  att_.assign(rows * d_, T(0));
+  gate_up_.assign(rows * 2 * F_, T(0));
+  act_.assign(rows * F_, T(0));
+  nf_.assign(B * d_, T(0));
+  rstdf_.assign(B, T(0));
+  logits_.assign(B * V_, T(0));
+  persistent_begin_.assign(B, 0);
+  next_position_.assign(B, 0);
+  last_token_.assign(B, -1);
+}
+
+template <typename T>
+void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
+  const ModelConfig& c = model_.config();
+  const int64_t B = shape_.batch;
+  SPS_ASSERT(P > 0 && P <= shape_.max_prompt_tokens && P <= c.block_size);
+  build_slot_layout(prompt_layout_, prompts, B, P, c, model_.family());
+  cache_.clear_all();
+  steps_ = 0;
+  last_step_pairs_ = 0;
+  const T* W = model_.weights();
+  const int64_t group = shape_.prefill_rows > 0 ? std::min(shape_.prefill_rows, B) : B;
+  const int64_t S = Q_ * P;
+  for (int64_t b0 = 0; b0 < B; b0 += group) {
+    const int64_t n = std::min(group, B - b0);
+    // Targets do not matter here; the prompts are valid ids.
+    model_.forward(prompts + b0 * P, prompts + b0 * P, n, P);
+    for (int64_t b = b0; b < b0 + n; ++b) {
+      const int64_t last = b * P + P - 1;
+      SPS_ASSERT(prompts[last] != c.pad_token_id);
+      next_position_[b] = prompt_layout_.positions[last] + 1;
+      last_token_[b] = prompts[last];
+      // A prompt ending in EOS ends its document: the next step starts from an empty cache.
+      if (prompts[last] != c.eos_token_id) {
+        const int64_t start = prompt_layout_.doc_start[last];
+        const int64_t length = P - start;
+        const int64_t ring_capacity = cache_.shape().ring_capacity;
+        const int64_t ring_start = std::max(start, P - ring_capacity);
+        for (int64_t l = 0; l < L_; ++l) {
+          const T* qkv = model_.layer_qkv(l) + (b - b0) * S * 3 * d_;
+          for (int64_t i = start; i < P; ++i) {
+            const T* row = qkv + (persistent_row_ * P + i) * 3 * d_;
+            cache_.write_persistent(l, b, i - start, row + d_, row + 2 * d_);
+          }
+          if (ring_capacity > 0)
+            for (int64_t i = ring_start; i < P; ++i) {
+              const T* row = qkv + (window_row_ * P + i) * 3 * d_;
+              cache_.write_ring(l, b, i - ring_start, row + d_, row + 2 * d_);
+            }
+        }
+        cache_.set_lengths(b, length, ring_capacity > 0 ? P - ring_start : 0);
+      }
+      const T* hidden = model_.final_hidden() + ((b - b0) * S + readout_row_ * P + P - 1) * d_;
+      ops::rmsnorm_forward(nf_.data() + b * d_, rstdf_.data() + b, hidden,
+                           W + model_.params().output_norm(), 1, d_, c.norm_eps);
+    }
+  }
+  ops::linear_forward(logits_.data(), nf_.data(), W + model_.params().wte(), B, d_, V_, false);
+}
+
+template <typename T>
+void Decoder<T>::step(const int32_t* tokens) {
+  const ModelConfig& c = model_.config();
+  const ParamTable& table = model_.params();
+  const int64_t B = shape_.batch, rows = B * Q_, d = d_, F = F_;
+  SPS_ASSERT(steps_ < shape_.max_new_tokens);
+  for (int64_t b = 0; b < B; ++b) {
+    SPS_ASSERT(tokens[b] >= 0 && tokens[b] < V_);
+    if (last_token_[b] == c.eos_token_id) cache_.clear(b);  // a new document starts here
+    const int64_t pos = next_position_[b];
+    SPS_ASSERT(pos < rope_positions_);
+    step_tokens_[b * Q_] = tokens[b];
+    if (Q_ == 2) step_tokens_[b * Q_ + 1] = c.predict_token_id;
+    for (int64_t a = 0; a < Q_; ++a) step_positions_[b * Q_ + a] = int32_t(pos);
+    const int64_t cached = cache_.persistent_length(b);
+    persistent_begin_[b] = c.persistent_key_window >= 0
+                               ? std::max<int64_t>(0, cached - c.persistent_key_window)
+                               : 0;
+  }
+  ops::DecodeAttentionLayout attn;
+  attn.batch = B;
+  attn.queries = Q_;
+  attn.heads = H_;
+  attn.head_dim = D_;
+  attn.persistent_capacity = cache_.shape().persistent_capacity;
+  attn.ring_capacity = cache_.shape().ring_capacity;
+  attn.persistent_begin = persistent_begin_.data();
+  attn.persistent_end = cache_.persistent_lengths();
+  attn.ring_len = cache_.ring_lengths();
+
+  const T* W = model_.weights();
+  const int32_t* pos = step_positions_.data();
+  T *h = h_.data(), *n = n_.data(), *qkv = qkv_.data(), *att = att_.data();
+  last_step_pairs_ = 0;
+  ops::embedding_forward(h, step_tokens_.data(), W + table.wte(), rows, d);
+  for (int64_t l = 0; l < L_; ++l) {
+    const LayerParams& p = table.layer(l);
+    ops::rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, rows, d, c.norm_eps);
+    ops::linear_forward(qkv, n, W + p.c_attn, rows, d, 3 * d, false);
+    ops::rope_forward(qkv, pos, rows, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
+    ops::rope_forward(qkv + d, pos, rows, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
+    last_step_pairs_ += ops::attention_decode(att, qkv, cache_.persistent_k(l),
+                                              cache_.persistent_v(l), cache_.ring_k(l),
+                                              cache_.ring_v(l), attn);
+    ops::linear_forward(h, att, W + p.c_proj, rows, d, d, true);
+    // The new rows join the cache after this layer's attention; the counts move after all
+    // layers, so no layer of this step sees them as cached.
+    for (int64_t b = 0; b < B; ++b) {
+      const T* prow = qkv + (b * Q_ + persistent_row_) * 3 * d;
+      cache_.write_persistent(l, b, cache_.persistent_length(b), prow + d, prow + 2 * d);
+      if (attn.ring_capacity > 0) {
+        const T* wrow = qkv + (b * Q_ + window_row_) * 3 * d;
+        cache_.write_ring(l, b, cache_.ring_slot(b), wrow + d, wrow + 2 * d);
+      }
+    }
+    ops::rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, rows, d, c.norm_eps);
+    ops::linear_forward(gate_up_.data(), n, W + p.gate_proj, rows, d, 2 * F, false);
+    ops::swiglu_forward(act_.data(), gate_up_.data(), rows, F);
+    ops::linear_forward(h, act_.data(), W + p.down_proj, rows, F, d, true);
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    cache_.advance(b);
+    ++next_position_[b];
+    last_token_[b] = tokens[b];
+    ops::rmsnorm_forward(nf_.data() + b * d, rstdf_.data() + b, h + (b * Q_ + readout_row_) * d,
+                         W + table.output_norm(), 1, d, c.norm_eps);
+  }
+  ops::linear_forward(logits_.data(), nf_.data(), W + table.wte(), B, d, V_, false);
+  ++steps_;
+}
+
+template class Decoder<float>;
+template class Decoder<double>;
+
+}  // namespace sps

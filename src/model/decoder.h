@@ -1,0 +1,81 @@
+#pragma once
+// Cached generation (SPEC §7): prefill with the training forward, then one decode step per
+// new token over the KV cache (model/kv_cache.h), written against the ops interface.
+//
+// Prefill runs Model::forward over the left-padded prompts [B, P] (in groups of
+// `prefill_rows` rows to bound activation memory), then copies each row's last document
+// into its cache: the persistent slots' K (after RoPE) and V, and the last min(w, length)
+// windowed slots' K/V into the ring. Logits come from each row's last readout slot.
+//
+// A decode step feeds each row one token at its next position: interleaved families forward
+// the pair (token, PREDICT) together, standard the token alone. In every layer the step's
+// query rows attend the cache plus the step's own keys (ops::attention_decode); then the
+// persistent slot's K/V is appended and the windowed slot's K/V pushed into the ring.
+// Logits come from the readout slot. After a row consumes EOS its cache is cleared at its
+// next step; positions keep counting and never reset.
+//
+// Positions past the model's block_size: allowed. The decoder's RoPE tables cover every
+// position the shape can reach (the longest prompt plus max_new_tokens); a model trained on
+// block_size tokens then runs on positions it never saw (RoPE extrapolation), which is the
+// caller's choice (`sps generate` says so once on stderr). Only the prompt itself must fit
+// block_size, because prefill is the training forward.
+//
+// Memory is planned by the constructor; prefill plans the model's activations for
+// [prefill_rows, P]; decode steps allocate nothing.
+#include <cstdint>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "model/slot_layout.h"
+
+namespace sps {
+
+struct DecoderShape {
+  int64_t batch = 1;              // B rows generated together
+  int64_t max_prompt_tokens = 1;  // the longest (left-padded) prompt prefill will see
+  int64_t max_new_tokens = 0;     // decode steps after prefill
+  int64_t prefill_rows = 0;       // rows per training forward in prefill (0: all B at once)
+};
+
+template <typename T>
+class Decoder {
+ public:
+  Decoder(Model<T>& model, const DecoderShape& shape);
+
+  // prompts: [B, P] token ids, each row left-padded with PAD and holding at least one real
+  // token; P <= max_prompt_tokens and P <= block_size. Fills the caches and the logits of each
+  // row's last token; resets the step count.
+  void prefill(const int32_t* prompts, int64_t P);
+
+  // Feeds tokens[b] (ids below the vocabulary) to row b at its next position and computes the
+  // logits that predict the token after it. At most max_new_tokens steps per prefill.
+  void step(const int32_t* tokens);
+
+  const T* logits() const { return logits_.data(); }  // [B, V] of the last prefill or step
+  const KvCache<T>& cache() const { return cache_; }
+  const DecoderShape& shape() const { return shape_; }
+  int64_t vocab_size() const { return V_; }
+  int64_t next_position(int64_t b) const { return next_position_[b]; }
+  int64_t steps() const { return steps_; }
+  int64_t last_step_attention_pairs() const { return last_step_pairs_; }
+
+ private:
+  Model<T>& model_;
+  DecoderShape shape_;
+  int64_t Q_ = 1, V_ = 0, d_ = 0, F_ = 0, H_ = 0, D_ = 0, L_ = 0;
+  int64_t persistent_row_ = 0, window_row_ = 0, readout_row_ = 0;  // row of each in a step
+  int64_t rope_positions_ = 0;
+  KvCache<T> cache_;
+  SlotLayout prompt_layout_;
+  std::vector<T> rope_cos_, rope_sin_;
+  std::vector<int32_t> step_tokens_, step_positions_;  // [B·Q]
+  std::vector<T> h_, n_, rstd_, qkv_, att_, gate_up_, act_;  // [B·Q, ·]
+  std::vector<T> nf_, rstdf_, logits_;                       // [B, ·]
+  std::vector<int64_t> persistent_begin_;                    // [B] (ω)
+  std::vector<int64_t> next_position_;                       // [B]
+  std::vector<int32_t> last_token_;                          // [B] last token consumed
+  int64_t steps_ = 0, last_step_pairs_ = 0;
+};
+
+}  // namespace sps

@@ -1,0 +1,96 @@
+#include "model/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace sps {
+
+template <typename T>
+void KvCache<T>::allocate(const KvCacheShape& shape) {
+  SPS_ASSERT(shape.layers > 0 && shape.batch > 0 && shape.heads > 0 && shape.head_dim > 0);
+  SPS_ASSERT(shape.persistent_capacity > 0 && shape.ring_capacity >= 0);
+  shape_ = shape;
+  const int64_t row = shape.heads * shape.head_dim;
+  persistent_block_ = shape.batch * shape.persistent_capacity * row;
+  ring_block_ = shape.batch * shape.ring_capacity * row;
+  layer_stride_ = 2 * (persistent_block_ + ring_block_);
+  data_.assign(shape.layers * layer_stride_, T(0));
+  persistent_len_.assign(shape.batch, 0);
+  ring_len_.assign(shape.batch, 0);
+  ring_pushed_.assign(shape.batch, 0);
+}
+
+template <typename T>
+int64_t KvCache<T>::ring_slot(int64_t b) const {
+  SPS_ASSERT(shape_.ring_capacity > 0);
+  return ring_pushed_[b] % shape_.ring_capacity;
+}
+
+namespace {
+// Scatters a [H·D] row into row `row` of each head's [capacity, D] block.
+template <typename T>
+void scatter_row(T* blocks, int64_t b, int64_t row, int64_t capacity, int64_t H, int64_t D,
+                 const T* src) {
+  for (int64_t h = 0; h < H; ++h)
+    std::memcpy(blocks + ((b * H + h) * capacity + row) * D, src + h * D, sizeof(T) * D);
+}
+}  // namespace
+
+template <typename T>
+void KvCache<T>::write_persistent(int64_t l, int64_t b, int64_t row, const T* k, const T* v) {
+  SPS_ASSERT(0 <= row && row < shape_.persistent_capacity);
+  const int64_t C = shape_.persistent_capacity, H = shape_.heads, D = shape_.head_dim;
+  scatter_row(persistent_k(l), b, row, C, H, D, k);
+  scatter_row(persistent_v(l), b, row, C, H, D, v);
+}
+
+template <typename T>
+void KvCache<T>::write_ring(int64_t l, int64_t b, int64_t row, const T* k, const T* v) {
+  SPS_ASSERT(0 <= row && row < shape_.ring_capacity);
+  const int64_t C = shape_.ring_capacity, H = shape_.heads, D = shape_.head_dim;
+  scatter_row(ring_k(l), b, row, C, H, D, k);
+  scatter_row(ring_v(l), b, row, C, H, D, v);
+}
+
+template <typename T>
+void KvCache<T>::advance(int64_t b) {
+  SPS_ASSERT(persistent_len_[b] < shape_.persistent_capacity);
+  ++persistent_len_[b];
+  if (shape_.ring_capacity > 0) {
+    ++ring_pushed_[b];
+    ring_len_[b] = std::min(ring_pushed_[b], shape_.ring_capacity);
+  }
+}
+
+template <typename T>
+void KvCache<T>::set_lengths(int64_t b, int64_t persistent, int64_t pushed) {
+  SPS_ASSERT(0 <= persistent && persistent <= shape_.persistent_capacity);
+  SPS_ASSERT(0 <= pushed && pushed <= shape_.ring_capacity);
+  persistent_len_[b] = persistent;
+  ring_pushed_[b] = pushed;
+  ring_len_[b] = pushed;
+}
+
+template <typename T>
+void KvCache<T>::clear(int64_t b) {
+  persistent_len_[b] = ring_len_[b] = ring_pushed_[b] = 0;
+}
+
+template <typename T>
+void KvCache<T>::clear_all() {
+  for (int64_t b = 0; b < shape_.batch; ++b) clear(b);
+}
+
+template <typename T>
+int64_t KvCache<T>::used_bytes() const {
+  int64_t rows = 0;
+  for (int64_t b = 0; b < shape_.batch; ++b) rows += persistent_len_[b] + ring_len_[b];
+  return rows * 2 * shape_.layers * shape_.heads * shape_.head_dim * int64_t(sizeof(T));
+}
+
+template class KvCache<float>;
+template class KvCache<double>;
+
+}  // namespace sps

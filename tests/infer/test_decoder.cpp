@@ -1,0 +1,212 @@
+// Cached generation equals the training forward: for every family, window and ω, the logits
+// of prefill plus step-by-step decode are the logits the training forward computes on the
+// same tokens, with an EOS inside the prompt and one fed during decode (the caches reset;
+// the training forward's document rule gives the same thing), for left-padded batches too.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gradcheck.h"
+#include "model/decoder.h"
+#include "model/model_fixtures.h"
+#include "util/alloc_counter.h"
+
+namespace sps::testing {
+namespace {
+
+template <typename T>
+struct Tolerance;
+template <>
+struct Tolerance<float> {
+  static constexpr double value = 1e-4;
+};
+template <>
+struct Tolerance<double> {
+  static constexpr double value = 1e-10;
+};
+
+// Row b: `prompt_lengths[b]` prompt tokens of `sequences[b]`, then the rest fed one per step.
+// Checks every logits row against the training forward of that sequence alone.
+template <typename T>
+void check_against_forward(Model<T>& model, const std::vector<std::vector<int32_t>>& sequences,
+                           const std::vector<int64_t>& prompt_lengths, int64_t prefill_rows = 0) {
+  const ModelConfig& c = model.config();
+  const int64_t B = int64_t(sequences.size()), V = c.vocab_size;
+  int64_t P = 0, steps = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    P = std::max(P, prompt_lengths[b]);
+    steps = std::max(steps, int64_t(sequences[b].size()) - prompt_lengths[b]);
+  }
+  // Expected logits of every position of every sequence, each run alone.
+  std::vector<std::vector<double>> expected(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = int64_t(sequences[b].size());
+    expected[b].resize(n * V);
+    model.forward(sequences[b].data(), sequences[b].data(), 1, n, {nullptr, expected[b].data()});
+  }
+  DecoderShape shape;
+  shape.batch = B;
+  shape.max_prompt_tokens = P;
+  shape.max_new_tokens = steps;
+  shape.prefill_rows = prefill_rows;
+  Decoder<T> decoder(model, shape);
+  std::vector<int32_t> prompts(B * P, c.pad_token_id);
+  for (int64_t b = 0; b < B; ++b)
+    std::copy(sequences[b].begin(), sequences[b].begin() + prompt_lengths[b],
+              prompts.begin() + b * P + P - prompt_lengths[b]);
+  decoder.prefill(prompts.data(), P);
+  for (int64_t k = 0;; ++k) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t position = prompt_lengths[b] - 1 + k;
+      if (position >= int64_t(sequences[b].size())) continue;
+      EXPECT_EQ(decoder.next_position(b), position + 1);
+      EXPECT_LT(max_relative_error(decoder.logits() + b * V, expected[b].data() + position * V, V),
+                Tolerance<T>::value)
+          << "row " << b << " position " << position;
+    }
+    if (k == steps) break;
+    std::vector<int32_t> next(B, 0);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t position = prompt_lengths[b] + k;
+      next[b] = position < int64_t(sequences[b].size()) ? sequences[b][position] : 0;
+    }
+    decoder.step(next.data());
+  }
+}
+
+struct Case {
+  std::string family;
+  int64_t window, omega;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.family << " w=" << c.window << " omega=" << c.omega;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.family + "_w" + std::to_string(info.param.window) +
+         (info.param.omega >= 0 ? "_omega" + std::to_string(info.param.omega) : "");
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (const std::string& f : kFamilies)
+    for (int64_t w : {0, 1, 3, 20}) cases.push_back({f, w, -1});
+  for (const std::string& f : kFamilies) cases.push_back({f, 3, 2});
+  return cases;
+}
+
+class DecoderEqualsForward : public ::testing::TestWithParam<Case> {};
+
+// T = 12 tokens: an EOS inside the prompt (position 2), one fed during decode (position 7).
+template <typename T>
+void single_sequence(const Case& p) {
+  const ModelConfig c = micro_config(p.family, p.window, p.omega);
+  Model<T> model(c);
+  randomize_weights(model, 5);
+  const auto x = random_tokens(1, c.block_size, c, 17, {2, 7});
+  check_against_forward(model, {x}, {5});
+  check_against_forward(model, {x}, {1});   // prompt of one token
+  check_against_forward(model, {x}, {3});   // prompt ending in EOS
+  check_against_forward(model, {x}, {12});  // prefill only
+}
+
+TEST_P(DecoderEqualsForward, Float) { single_sequence<float>(GetParam()); }
+TEST_P(DecoderEqualsForward, Double) { single_sequence<double>(GetParam()); }
+
+// Three rows of different prompt lengths, left-padded, EOS at different places; prefill in
+// one forward and in forwards of one row give the same.
+TEST_P(DecoderEqualsForward, LeftPaddedBatch) {
+  const Case& p = GetParam();
+  const ModelConfig c = micro_config(p.family, p.window, p.omega);
+  Model<float> model(c);
+  randomize_weights(model, 6);
+  auto a = random_tokens(1, 12, c, 31, {4, 9});
+  auto b = random_tokens(1, 10, c, 32, {1});
+  auto d = random_tokens(1, 11, c, 33, {6});
+  check_against_forward(model, {a, b, d}, {6, 2, 8});
+  check_against_forward(model, {a, b, d}, {6, 2, 8}, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, DecoderEqualsForward, ::testing::ValuesIn(all_cases()), case_name);
+
+// After a consumed EOS the row's cache holds only the new document; positions go on.
+TEST(Decoder, DocumentResetAfterConsumedEos) {
+  const ModelConfig c = micro_config("sps", 2);
+  Model<float> model(c);
+  randomize_weights(model, 2);
+  DecoderShape shape;
+  shape.batch = 2;
+  shape.max_prompt_tokens = 4;
+  shape.max_new_tokens = 5;
+  Decoder<float> decoder(model, shape);
+  const std::vector<int32_t> prompts = {1, 2, 3, 4, c.pad_token_id, 5, c.eos_token_id, 6};
+  decoder.prefill(prompts.data(), 4);
+  EXPECT_EQ(decoder.cache().persistent_length(0), 4);
+  EXPECT_EQ(decoder.cache().ring_length(0), 2);
+  EXPECT_EQ(decoder.cache().persistent_length(1), 1);  // the document after the EOS
+  EXPECT_EQ(decoder.cache().ring_length(1), 1);
+  EXPECT_EQ(decoder.next_position(1), 3);
+  const std::vector<int32_t> eos_first = {c.eos_token_id, 7};
+  decoder.step(eos_first.data());
+  EXPECT_EQ(decoder.cache().persistent_length(0), 5);  // the EOS belongs to its document
+  EXPECT_EQ(decoder.cache().ring_length(0), 2);
+  const std::vector<int32_t> after = {8, 9};
+  decoder.step(after.data());
+  EXPECT_EQ(decoder.cache().persistent_length(0), 1);
+  EXPECT_EQ(decoder.cache().ring_length(0), 1);
+  EXPECT_EQ(decoder.next_position(0), 6);  // positions never reset
+  EXPECT_EQ(decoder.cache().persistent_length(1), 3);
+}
+
+// Cost follows the rows cached, not the capacity; a decode step allocates nothing.
+TEST(Decoder, StepCostFollowsCachedLengthAndAllocatesNothing) {
+  const ModelConfig c = micro_config("sps", 3);
+  Model<float> model(c);
+  randomize_weights(model, 4);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+  auto pairs_after_two_steps = [&](int64_t max_new) {
+    DecoderShape shape;
+    shape.max_prompt_tokens = 5;
+    shape.max_new_tokens = max_new;
+    Decoder<float> decoder(model, shape);
+    decoder.prefill(prompt.data(), 5);
+    const int32_t token = 6;
+    decoder.step(&token);
+    const int64_t before = allocation_count();
+    decoder.step(&token);
+    if (before >= 0) {
+      EXPECT_EQ(allocation_count() - before, 0);
+    }
+    return decoder.last_step_attention_pairs();
+  };
+  const int64_t small = pairs_after_two_steps(2), large = pairs_after_two_steps(500);
+  EXPECT_EQ(small, large);
+  // L · H · (2 queries · (6 persistent + 3 ring) + 1 + 2 own keys)
+  EXPECT_EQ(small, c.n_layer * c.n_head * (2 * (6 + 3) + 3));
+}
+
+// Positions past block_size run on (RoPE tables cover the capacity); the first steps still
+// match the forward.
+TEST(Decoder, RunsPastBlockSize) {
+  const ModelConfig c = micro_config("standard", 0);
+  Model<float> model(c);
+  randomize_weights(model, 9);
+  DecoderShape shape;
+  shape.max_prompt_tokens = 12;
+  shape.max_new_tokens = 30;
+  Decoder<float> decoder(model, shape);
+  const auto x = random_tokens(1, 12, c, 3);
+  decoder.prefill(x.data(), 12);
+  for (int k = 0; k < 30; ++k) {
+    const int32_t token = int32_t(k % 50);
+    decoder.step(&token);
+  }
+  EXPECT_EQ(decoder.next_position(0), 42);
+  for (int64_t v = 0; v < c.vocab_size; ++v) EXPECT_TRUE(std::isfinite(decoder.logits()[v]));
+}
+
+}  // namespace
+}  // namespace sps::testing
