@@ -340,6 +340,16 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
       double(plan.parameters) / 1e6,
       total_steps, tokens_per_step, B, A, ranks, ranks == 1 ? "" : "es", omp_get_max_threads(),
       omp_get_max_threads() == 1 ? "" : "s"));
+  if (resumed && state.step >= total_steps) {
+    console.line(fmt::format("{} finished at step {} ({} tokens); nothing to do (raise "
+                             "training.max_tokens to train on)",
+                             run_dir, state.step, state.tokens));
+    TrainSummary done;
+    done.step = state.step;
+    done.tokens = state.tokens;
+    done.finished = true;
+    return done;
+  }
   if (resumed)
     console.line(fmt::format("resumed from {} at step {} ({} tokens)", resumed_from, state.step,
                              state.tokens));
@@ -418,10 +428,13 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
     if (state.step >= total_steps) {
       if (evaluating && !evaluated_here) mark += evaluate();
       checkpoint("final", "final");
-      console.line(fmt::format("finished: {} steps, {} tokens{}; checkpoint {}/final", state.step,
-                               state.tokens,
-                               last_val >= 0 ? fmt::format(", val NLL {:.4f}", last_val) : "",
-                               checkpoints_dir(run_dir)));
+      console.line(fmt::format(
+          "finished: {} steps, {} tokens{}, {:.0f} tokens/s (evaluation excluded); checkpoint "
+          "{}/final",
+          state.step, state.tokens,
+          last_val >= 0 ? fmt::format(", val NLL {:.4f}", last_val) : "",
+          train_seconds > 0 ? double((state.step - first_step) * tokens_per_step) / train_seconds : 0.0,
+          checkpoints_dir(run_dir)));
       summary.finished = true;
       break;
     }

@@ -20,9 +20,9 @@ namespace sps::testing {
 
 inline const std::string kSps = SPS_BINARY;
 
-// Runs a shell command; returns its exit status and its stdout + stderr.
+// Runs a shell command (redirections included); returns its exit status and its stdout.
 inline int run_command(const std::string& command, std::string* out = nullptr) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return -1;
   std::string text;
   char buffer[4096];
@@ -38,12 +38,13 @@ inline bool has_command(const std::string& name) {
 }
 
 // uint16 tokens below EOS, with EOS (60) at about one position in 16.
+// `bad_every` > 0 puts the id 100 (outside V = 64) at every bad_every-th position.
 inline void write_tokens(const std::string& path, int64_t count, uint64_t seed,
-                         int64_t bad_id_at = -1) {
+                         int64_t bad_every = 0) {
   Rng rng(seed);
   std::vector<uint16_t> tokens(count);
   for (auto& t : tokens) t = rng.below(16) == 0 ? 60 : uint16_t(rng.below(60));
-  if (bad_id_at >= 0) tokens[bad_id_at] = 100;
+  for (int64_t i = bad_every - 1; bad_every > 0 && i < count; i += bad_every) tokens[i] = 100;
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
 }

@@ -1,0 +1,239 @@
+// `sps train` as a program: signals, exit statuses and messages, MPI data parallelism.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "model/model.h"
+#include "model/weights_io.h"
+#include "train/checkpoint.h"
+#include "train/train_config.h"
+#include "train_fixtures.h"
+
+extern char** environ;
+
+namespace sps {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::kSps;
+using testing::TempDir;
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+struct MicroRecipe {
+  TempDir dir;
+  std::string recipe;
+  explicit MicroRecipe(int64_t steps, const std::string& family = "sps",
+                       const std::string& extra = "") {
+    testing::write_micro_data(dir.path().string());
+    recipe = dir.file("recipe.yaml");
+    testing::write_whole_file(recipe, testing::micro_recipe(dir.path().string(), family, steps, extra));
+  }
+  std::string train(const std::string& run, const std::string& args = "") const {
+    return quoted(kSps) + " train --config " + quoted(recipe) + " system.out_dir=" +
+           quoted(dir.file(run)) + " " + args;
+  }
+};
+
+// Exit status and stderr of a command whose stdout is discarded.
+int stderr_of(const std::string& command, std::string* err) {
+  return testing::run_command(command + " 2>&1 >/dev/null", err);
+}
+
+size_t count_lines(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  std::string line;
+  while (std::getline(in, line)) ++n;
+  return n;
+}
+
+TEST(TrainCli, SignalsFinishTheStepCheckpointAndExitZero) {
+  for (const int signal : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    MicroRecipe r(100000);  // far longer than the test waits
+    const std::string run = r.dir.file("run");
+    const std::string out_dir = "system.out_dir=" + run;
+    std::vector<std::string> args = {kSps, "train", "--config", r.recipe, out_dir};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, kSps.c_str(), &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    // Wait until the loop runs (a few metric lines), then signal.
+    const auto start = std::chrono::steady_clock::now();
+    while (count_lines(run + "/metrics.jsonl") < 4 &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(::kill(pid, signal), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+
+    // A loadable checkpoint at the step where the run stopped.
+    const std::string latest = run + "/checkpoints/latest";
+    const TrainerState state = trainer_state_from_json(
+        testing::read_whole_file(latest + "/trainer_state.json"), latest);
+    EXPECT_EQ(state.reason, "interrupted");
+    EXPECT_GT(state.step, 0);
+    const TrainConfig config = load_train_config(r.recipe, {out_dir});
+    Model<float> model(config.model);
+    load_weights(latest + "/model.safetensors", model.params(), model.weights());
+
+    // And a resumable run: three more steps from there.
+    std::string err;
+    ASSERT_EQ(stderr_of(r.train("run", "--resume --stop-after 3"), &err), 0) << err;
+    const TrainerState after = trainer_state_from_json(
+        testing::read_whole_file(latest + "/trainer_state.json"), latest);
+    EXPECT_EQ(after.step, state.step + 3);
+  }
+}
+
+TEST(TrainCli, BadInputIsOneLineAndStatusTwo) {
+  MicroRecipe r(10);
+  struct Case {
+    std::string name, command, expected;
+  };
+  const std::string bad_recipe = r.dir.file("bad.yaml");
+  std::string text = testing::micro_recipe(r.dir.path().string(), "sps", 10);
+  text.replace(text.find("warmup_tokens"), 13, "warmup_tokenz");
+  testing::write_whole_file(bad_recipe, text);
+  // Token ids outside the vocabulary, in a data folder of their own.
+  const std::string bad_data = r.dir.file("bad_data");
+  fs::create_directories(bad_data);
+  testing::write_tokens(bad_data + "/train.bin", 3000, 1, 10);
+  testing::write_tokens(bad_data + "/val.bin", 400, 2);
+  // meta.json of another tokenizer.
+  const std::string other_meta = r.dir.file("other_meta");
+  fs::create_directories(other_meta);
+  testing::write_micro_data(other_meta);
+  testing::write_whole_file(other_meta + "/meta.json", R"({"dtype": "uint16", "eos_token_id": 50256, "vocab_size": 50257})");
+
+  const std::vector<Case> cases = {
+      {"unknown key in the recipe",
+       quoted(kSps) + " train --config " + quoted(r.dir.file("recipe.yaml")) + " training.max_tokenz=5",
+       "training.max_tokenz: unknown key"},
+      {"unknown key in a file",
+       quoted(kSps) + " train --config " + quoted(bad_recipe),
+       "scheduler.warmup_tokenz: unknown key"},
+      {"missing token file", r.train("a", "data.dataset=" + r.dir.file("nowhere")),
+       "cannot open the token file"},
+      {"token ids outside the vocabulary", r.train("b", "data.dataset=" + bad_data),
+       "token id 100 at position"},
+      {"data of another tokenizer", r.train("c", "data.dataset=" + other_meta),
+       "eos_token_id 50256 differs from model.eos_token_id 60"},
+      {"missing recipe", quoted(kSps) + " train --config " + quoted(r.dir.file("none.yaml")),
+       "none.yaml: cannot open"},
+  };
+  for (const Case& c : cases) {
+    std::string err;
+    EXPECT_EQ(stderr_of(c.command, &err), 2) << c.name << ": " << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << c.name << ": " << err;
+    EXPECT_NE(err.find(c.expected), std::string::npos) << c.name << ": " << err;
+    EXPECT_EQ(err.rfind("sps: ", 0), 0u) << c.name << ": " << err;
+  }
+  // No checkpoint was written by the failed runs.
+  EXPECT_FALSE(fs::exists(r.dir.file("b") + "/checkpoints"));
+
+  // A checkpoint from another config, and a run folder that already holds a run.
+  std::string err;
+  ASSERT_EQ(stderr_of(r.train("run", "--stop-after 2"), &err), 0) << err;
+  EXPECT_EQ(stderr_of(r.train("run", "--resume model.family=standard"), &err), 2);
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find("another config: model.family is sps there, standard here"), std::string::npos) << err;
+  EXPECT_EQ(stderr_of(r.train("run"), &err), 2);
+  EXPECT_NE(err.find("already holds a run"), std::string::npos) << err;
+}
+
+TEST(TrainCli, NonFiniteLossStopsWithoutTouchingTheLastGoodCheckpoint) {
+  MicroRecipe r(40);
+  const std::string run = r.dir.file("run");
+  std::string err;
+  ASSERT_EQ(stderr_of(r.train("run", "--stop-after 3"), &err), 0) << err;
+  const TrainConfig config = load_train_config(r.recipe, {"system.out_dir=" + run});
+  Model<float> good(config.model), after(config.model);
+  load_weights(run + "/checkpoints/latest/model.safetensors", good.params(), good.weights());
+  // A learning rate that overflows the weights: the run stops with a clear message.
+  const int status = stderr_of(r.train("run", "--resume optimizer.learning_rate=1e38"), &err);
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(err.find("not finite"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  // Every checkpoint still holds finite weights; `latest` the good ones of step 3.
+  for (const auto& entry : fs::directory_iterator(run + "/checkpoints")) {
+    Model<float> m(config.model);
+    load_weights(entry.path().string() + "/model.safetensors", m.params(), m.weights());
+    for (int64_t i = 0; i < m.params().total(); ++i)
+      ASSERT_TRUE(std::isfinite(m.weights()[i])) << entry.path();
+  }
+  load_weights(run + "/checkpoints/latest/model.safetensors", after.params(), after.weights());
+  EXPECT_EQ(std::memcmp(good.weights(), after.weights(), sizeof(float) * good.params().total()), 0);
+}
+
+TEST(TrainCli, DryRunPrintsThePlan) {
+  std::string out;
+  const std::string recipe = std::string(SPS_SOURCE_DIR) + "/configs/experiments/s_sps_w64_20b.yaml";
+  ASSERT_EQ(testing::run_command(quoted(kSps) + " train --dry-run --config " + quoted(recipe), &out), 0);
+  for (const char* text : {"parameters    130665216", "tokens/step   393216", "steps         50863",
+                           "FLOPs/step", "memory", "AdamW", "activations"})
+    EXPECT_NE(out.find(text), std::string::npos) << text << "\n" << out;
+}
+
+// Two MPI processes with the global batch split between them train the same model as one
+// process: chunks of one window and micro-batches of one sequence make each step see the
+// same sequences and the same per-sequence losses.
+TEST(TrainCliSlow, TwoMpiProcessesEqualOneProcess) {
+  if (!testing::has_command("mpirun")) GTEST_SKIP() << "mpirun is absent";
+  MicroRecipe r(20, "sps");
+  const std::string overrides = "training.micro_batch_size=1 training.chunk_size_units=1";
+  std::string err;
+  ASSERT_EQ(stderr_of(r.train("one", overrides), &err), 0) << err;
+  const std::string mpi = "OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ";
+  ASSERT_EQ(stderr_of(mpi + r.train("two", overrides), &err), 0) << err;
+  const TrainConfig config = load_train_config(r.recipe, {overrides.substr(0, overrides.find(' '))});
+  Model<float> one(config.model), two(config.model);
+  load_weights(r.dir.file("one") + "/checkpoints/final/model.safetensors", one.params(), one.weights());
+  load_weights(r.dir.file("two") + "/checkpoints/final/model.safetensors", two.params(), two.weights());
+  double worst = 0;
+  int64_t moved = 0;
+  for (const auto& e : one.params().entries()) {
+    double scale = 0;
+    for (int64_t k = 0; k < e.numel; ++k) scale = std::max(scale, double(std::abs(one.weights()[e.offset + k])));
+    for (int64_t k = 0; k < e.numel; ++k) {
+      const double a = one.weights()[e.offset + k], b = two.weights()[e.offset + k];
+      worst = std::max(worst, std::abs(a - b) / scale);
+    }
+  }
+  Model<float> init(config.model);
+  init.init_weights(uint64_t(config.training.seed));
+  for (int64_t i = 0; i < init.params().total(); ++i) moved += init.weights()[i] != one.weights()[i];
+  EXPECT_LT(worst, 1e-5);
+  EXPECT_GT(moved, init.params().total() / 2);  // training did change the weights
+  // The metric lines agree too (losses to float accuracy), and only rank 0 wrote them.
+  const auto a = testing::read_metrics(r.dir.file("one") + "/metrics.jsonl");
+  const auto b = testing::read_metrics(r.dir.file("two") + "/metrics.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["step"], b[i]["step"]);
+    for (const char* key : {"loss", "val_nll", "grad_norm", "lr"})
+      if (a[i].contains(key)) {
+        EXPECT_NEAR(a[i][key].get<double>(), b[i][key].get<double>(), 1e-5) << i << " " << key;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace sps
