@@ -1,0 +1,188 @@
+// The generator: a left-padded batch generates exactly the tokens of each row run alone,
+// greedy is deterministic, stops (EOS, stop strings, length), empty and over-long prompts,
+// and streamed text equals the final text.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "infer/generator.h"
+#include "infer/text_stream.h"
+#include "infer_fixtures.h"
+#include "util/error.h"
+
+namespace sps::testing {
+namespace {
+
+std::vector<std::vector<int32_t>> some_prompts(const ModelConfig& c) {
+  return {random_tokens(1, 7, c, 1, {2}), random_tokens(1, 1, c, 2), random_tokens(1, 12, c, 3, {11}),
+          random_tokens(1, 4, c, 4)};
+}
+
+class GeneratorFamilies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GeneratorFamilies, LeftPaddedBatchEqualsEachRowAlone) {
+  const ModelConfig c = micro_config(GetParam(), 2);
+  Model<float> model(c);
+  randomize_weights(model, 11);
+  GenerationOptions o;
+  o.max_new_tokens = 9;
+  o.stop_at_eos = false;  // go on through documents
+  o.sampling.temperature = 0.8;
+  o.sampling.seed = 3;
+  const auto prompts = some_prompts(c);
+  Generator generator(model, nullptr, o);
+  const auto together = generator.generate(prompts);
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    // Alone, row r gets row r's random stream only when it sits at index r; greedy has no
+    // stream, so compare greedy alone and seeded sampling in place.
+    std::vector<std::vector<int32_t>> in_place(prompts.size(), std::vector<int32_t>{1});
+    in_place[r] = prompts[r];
+    EXPECT_EQ(generator.generate(in_place)[r].tokens, together[r].tokens) << "row " << r;
+  }
+  GenerationOptions g = o;
+  g.sampling = {};
+  Generator greedy(model, nullptr, g);
+  const auto batch = greedy.generate(prompts);
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    EXPECT_EQ(greedy.generate({prompts[r]})[0].tokens, batch[r].tokens) << "row " << r;
+    EXPECT_EQ(batch[r].tokens.size(), 9u);
+  }
+}
+
+TEST_P(GeneratorFamilies, GreedyIsDeterministicAndNeverEmitsPadOrPredict) {
+  const ModelConfig c = micro_config(GetParam(), 3);
+  Model<float> model(c);
+  randomize_weights(model, 12);
+  // Make PAD or PREDICT the most likely output everywhere: only feature 0 reaches the head,
+  // and their embeddings hold ±1000 there, so one of them tops every row of logits.
+  float* W = model.weights();
+  for (int64_t k = 1; k < c.hidden_size; ++k) W[model.params().output_norm() + k] = 0;
+  W[model.params().output_norm()] = 1;
+  W[model.params().wte() + c.pad_token_id * c.hidden_size] = 1000;
+  W[model.params().wte() + c.predict_token_id * c.hidden_size] = -1000;
+  GenerationOptions o;
+  o.max_new_tokens = 20;
+  o.stop_at_eos = false;
+  Generator generator(model, nullptr, o);
+  const auto first = generator.generate(some_prompts(c));
+  const auto second = generator.generate(some_prompts(c));
+  for (size_t r = 0; r < first.size(); ++r) {
+    EXPECT_EQ(first[r].tokens, second[r].tokens);
+    for (int32_t t : first[r].tokens) {
+      EXPECT_NE(t, c.pad_token_id);
+      EXPECT_NE(t, c.predict_token_id);
+    }
+  }
+  o.sampling.temperature = 2.0;
+  o.sampling.seed = 8;
+  Generator sampling(model, nullptr, o);
+  const auto a = sampling.generate(some_prompts(c)), b = sampling.generate(some_prompts(c));
+  for (size_t r = 0; r < a.size(); ++r) {
+    EXPECT_EQ(a[r].tokens, b[r].tokens);
+    for (int32_t t : a[r].tokens) {
+      EXPECT_NE(t, c.pad_token_id);
+      EXPECT_NE(t, c.predict_token_id);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GeneratorFamilies, ::testing::ValuesIn(kFamilies),
+                         [](const auto& info) { return info.param; });
+
+TEST(Generator, StopsAtEosAndAtMaxNewTokens) {
+  const ModelConfig c = micro_config("sps", 2);
+  Model<float> model(c);
+  randomize_weights(model, 13);
+  // Every id but EOS forbidden: EOS is the only choice.
+  GenerationOptions o;
+  o.max_new_tokens = 5;
+  for (int32_t id = 0; id < c.vocab_size; ++id)
+    if (id != c.eos_token_id) o.sampling.forbidden.push_back(id);
+  Generator generator(model, nullptr, o);
+  auto out = generator.generate({{1, 2, 3}});
+  ASSERT_EQ(out[0].tokens.size(), 1u);
+  EXPECT_EQ(out[0].tokens[0], c.eos_token_id);
+  EXPECT_EQ(out[0].stop_reason, StopReason::eos);
+  o.stop_at_eos = false;
+  Generator through(model, nullptr, o);
+  out = through.generate({{1, 2, 3}});
+  EXPECT_EQ(out[0].tokens.size(), 5u);
+  EXPECT_EQ(out[0].stop_reason, StopReason::length);
+}
+
+TEST(Generator, EmptyPromptStartsADocumentAndLongPromptsNeedTruncation) {
+  const ModelConfig c = micro_config("sps", 2);
+  Model<float> model(c);
+  randomize_weights(model, 14);
+  GenerationOptions o;
+  o.max_new_tokens = 4;
+  o.stop_at_eos = false;
+  Generator generator(model, nullptr, o);
+  const auto empty = generator.generate({{}});
+  EXPECT_EQ(empty[0].prompt, std::vector<int32_t>{c.eos_token_id});
+  EXPECT_EQ(empty[0].tokens, generator.generate({{c.eos_token_id}})[0].tokens);
+  EXPECT_EQ(empty[0].tokens.size(), 4u);
+
+  const auto long_prompt = random_tokens(1, c.block_size + 3, c, 5);
+  EXPECT_THROW(generator.generate({long_prompt}), UserError);
+  o.truncate_left = true;
+  Generator truncating(model, nullptr, o);
+  const auto cut = truncating.generate({long_prompt});
+  EXPECT_TRUE(cut[0].truncated);
+  EXPECT_EQ(cut[0].prompt, std::vector<int32_t>(long_prompt.begin() + 3, long_prompt.end()));
+  EXPECT_EQ(truncating.generate({cut[0].prompt})[0].tokens, cut[0].tokens);
+  EXPECT_THROW(generator.generate({{c.pad_token_id}}), UserError);
+}
+
+TEST(Generator, StreamedTextEqualsTheTextAndStopsAtStopStrings) {
+  const ModelConfig c = byte_micro_config("sps", 2);
+  Model<float> model(c);
+  randomize_weights(model, 15);
+  GenerationOptions o;
+  o.max_new_tokens = 30;
+  o.stop_at_eos = false;
+  o.sampling.temperature = 1.0;
+  o.sampling.seed = 1;
+  o.sampling.allowed_ids = 256;  // bytes only
+  Generator generator(model, &byte_level_tokenizer(), o);
+  std::map<int64_t, std::string> streamed;
+  const auto out = generator.generate_text({"hello", ""}, [&](int64_t row, std::string_view piece) {
+    streamed[row] += std::string(piece);
+  });
+  for (int64_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(streamed[r], out[r].text);
+    EXPECT_EQ(out[r].text.size(), 30u);  // one byte per token
+  }
+  // Stop at a string that occurs in that text: cut just before it.
+  const std::string stop = out[0].text.substr(10, 3);
+  o.stop_strings = {stop};
+  Generator stopping(model, &byte_level_tokenizer(), o);
+  std::string piece_text;
+  const auto cut = stopping.generate_text({"hello"}, [&](int64_t, std::string_view p) { piece_text += p; });
+  EXPECT_EQ(cut[0].stop_reason, StopReason::stop_string);
+  EXPECT_EQ(cut[0].text, out[0].text.substr(0, out[0].text.find(stop)));
+  EXPECT_EQ(piece_text, cut[0].text);
+}
+
+TEST(TextStream, HoldsBackStopPrefixesAndPartialCharacters) {
+  TextStream s({"END", "\n\n"});
+  EXPECT_EQ(s.push("ab"), "ab");
+  EXPECT_EQ(s.push("cE"), "c");     // "E" may start "END"
+  EXPECT_EQ(s.push("N"), "");       // "EN" too
+  EXPECT_EQ(s.push("x\n"), "ENx");  // no longer; "\n" may start "\n\n"
+  EXPECT_EQ(s.push("\xC3"), "\n");  // half of "é"
+  EXPECT_EQ(s.push("\xA9z"), "\xC3\xA9z");
+  EXPECT_EQ(s.push("yEN"), "y");
+  EXPECT_EQ(s.push("Dmore"), "");
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(s.text(), "abcENx\n\xC3\xA9zy");
+  EXPECT_EQ(s.push("again"), "");
+  TextStream plain;
+  EXPECT_EQ(plain.push("\xE2\x82"), "");
+  EXPECT_EQ(plain.finish(), "\xE2\x82");
+}
+
+}  // namespace
+}  // namespace sps::testing
