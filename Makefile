@@ -1,8 +1,9 @@
 # Thin front for the CMake presets. `make test` and `make demo` install what they need.
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
+TOKENS ?= 262144
 
-.PHONY: deps build debug asan test test-release test-asan bench fuzz clean
+.PHONY: deps build debug asan test test-release test-asan bench fuzz demo clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -43,6 +44,10 @@ fuzz: deps
 	  build/fuzz/corpus_safetensors fuzz/corpus_safetensors
 	@./build/fuzz/fuzz_jsonl -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/jsonl.dict \
 	  build/fuzz/corpus_jsonl fuzz/corpus_jsonl
+
+# The main job: corpora, tokenizer, token files, tiny standard vs tiny sps, table and plot.
+demo: build
+	@TOKENS=$(TOKENS) bash scripts/demo.sh
 
 clean:
 	rm -rf build

