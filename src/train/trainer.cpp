@@ -79,7 +79,8 @@ std::string rate_text(double per_second) {
 // Plain lines on stdout, and a progress line redrawn on stderr when it is a terminal.
 class Console {
  public:
-  Console(bool enabled) : enabled_(enabled), live_(enabled && ::isatty(STDERR_FILENO)) {}
+  explicit Console(bool enabled) : enabled_(enabled), live_(enabled && ::isatty(STDERR_FILENO)) {}
+  ~Console() { clear(); }  // an error message then starts on a clean line
   void line(const std::string& text) {
     if (!enabled_) return;
     clear();
@@ -101,17 +102,21 @@ class Console {
   bool enabled_, live_, shown_ = false;
 };
 
-// metrics.jsonl, appended line by line (rank 0 only).
+// metrics.jsonl, appended line by line (rank 0 only). Opening keeps the first `keep_bytes`
+// (a resume drops the lines written after its checkpoint).
 class MetricsFile {
  public:
   MetricsFile() = default;
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
   void open(const std::string& path, int64_t keep_bytes) {
     path_ = path;
     std::error_code ec;
-    if (fs::exists(path, ec) && int64_t(fs::file_size(path, ec)) > keep_bytes)
-      fs::resize_file(path, uintmax_t(keep_bytes), ec);
+    const int64_t size = fs::exists(path, ec) ? int64_t(fs::file_size(path, ec)) : 0;
+    bytes_ = std::min(size, keep_bytes);
+    if (size > bytes_) fs::resize_file(path, uintmax_t(bytes_), ec);
     if (ec) fail("{}: cannot truncate: {}", path, ec.message());
-    file_ = std::fopen(path.c_str(), keep_bytes > 0 ? "ab" : "wb");
+    file_ = std::fopen(path.c_str(), bytes_ > 0 ? "ab" : "wb");
     if (!file_) fail("{}: cannot open for writing", path);
   }
   ~MetricsFile() {
@@ -122,15 +127,14 @@ class MetricsFile {
     const std::string text = record.dump() + "\n";
     if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
       fail("{}: cannot write (disk full?)", path_);
+    bytes_ += int64_t(text.size());
   }
-  int64_t bytes() const {
-    if (!file_) return 0;
-    return int64_t(std::ftell(file_));
-  }
+  int64_t bytes() const { return bytes_; }
 
  private:
   std::string path_;
   std::FILE* file_ = nullptr;
+  int64_t bytes_ = 0;
 };
 
 double pooled_nll(Model<float>& model, const TokenFile& file, const std::vector<int64_t>& starts,
