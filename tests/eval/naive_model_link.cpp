@@ -1,0 +1,3 @@
+// The independent naive reference of tests/model, linked into test_eval too (its rolling
+// windows are compared with the evaluator's).
+#include "model/naive_model.cpp"
