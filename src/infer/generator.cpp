@@ -89,6 +89,7 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int32_
 
   double t0 = now_seconds();
   decoder.prefill(padded.data(), P);
+  model_.release_activations();  // decoding needs only the weights and the cache
   stats_.prefill_seconds = now_seconds() - t0;
   t0 = now_seconds();
   auto emit = [&](int64_t b, const std::string& piece) {

@@ -106,7 +106,7 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
                            W + model_.params().output_norm(), 1, d_, c.norm_eps);
     }
   }
-  ops::linear_forward(logits_.data(), nf_.data(), W + model_.params().wte(), B, d_, V_, false);
+  ops::linear_decode_forward(logits_.data(), nf_.data(), W + model_.params().wte(), B, d_, V_, false);
 }
 
 template <typename T>
@@ -147,13 +147,13 @@ void Decoder<T>::step(const int32_t* tokens) {
   for (int64_t l = 0; l < L_; ++l) {
     const LayerParams& p = table.layer(l);
     ops::rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, rows, d, c.norm_eps);
-    ops::linear_forward(qkv, n, W + p.c_attn, rows, d, 3 * d, false);
+    ops::linear_decode_forward(qkv, n, W + p.c_attn, rows, d, 3 * d, false);
     ops::rope_forward(qkv, pos, rows, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
     ops::rope_forward(qkv + d, pos, rows, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
     last_step_pairs_ += ops::attention_decode(att, qkv, cache_.persistent_k(l),
                                               cache_.persistent_v(l), cache_.ring_k(l),
                                               cache_.ring_v(l), attn);
-    ops::linear_forward(h, att, W + p.c_proj, rows, d, d, true);
+    ops::linear_decode_forward(h, att, W + p.c_proj, rows, d, d, true);
     // The new rows join the cache after this layer's attention; the counts move after all
     // layers, so no layer of this step sees them as cached.
     for (int64_t b = 0; b < B; ++b) {
@@ -165,9 +165,9 @@ void Decoder<T>::step(const int32_t* tokens) {
       }
     }
     ops::rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, rows, d, c.norm_eps);
-    ops::linear_forward(gate_up_.data(), n, W + p.gate_proj, rows, d, 2 * F, false);
+    ops::linear_decode_forward(gate_up_.data(), n, W + p.gate_proj, rows, d, 2 * F, false);
     ops::swiglu_forward(act_.data(), gate_up_.data(), rows, F);
-    ops::linear_forward(h, act_.data(), W + p.down_proj, rows, F, d, true);
+    ops::linear_decode_forward(h, act_.data(), W + p.down_proj, rows, F, d, true);
   }
   for (int64_t b = 0; b < B; ++b) {
     cache_.advance(b);
@@ -176,7 +176,7 @@ void Decoder<T>::step(const int32_t* tokens) {
     ops::rmsnorm_forward(nf_.data() + b * d, rstdf_.data() + b, h + (b * Q_ + readout_row_) * d,
                          W + table.output_norm(), 1, d, c.norm_eps);
   }
-  ops::linear_forward(logits_.data(), nf_.data(), W + table.wte(), B, d, V_, false);
+  ops::linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B, d, V_, false);
   ++steps_;
 }
 

@@ -166,3 +166,16 @@ int64_t attention_decode(T* out, const T* qkv, const T* persistent_k, const T* p
                          const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout);
 
 }  // namespace sps::ops
+
+namespace sps::ops {
+
+// ---- linear for a decode step's few rows ------------------------------------------------
+// out[rows, out_dim] (+)= in[rows, in_dim] · weightᵀ, dense rows, the contract of
+// linear_forward. For the handful of rows of a decode step (up to 16) each weight row is read
+// once and applied to every input row, so the step runs at the speed of reading the weights;
+// more rows go to linear_forward (BLAS).
+template <typename T>
+void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
+                           int64_t out_dim, bool accumulate);
+
+}  // namespace sps::ops
