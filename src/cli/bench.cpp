@@ -1,8 +1,12 @@
 #include "bench/attention_bench.h"
 #include "bench/bench.h"
+#include "bench/generate_bench.h"
 #include "cli/commands.h"
 #include "model/config.h"
 #include "util/error.h"
+
+#include <algorithm>
+#include <filesystem>
 
 namespace sps::cli {
 
@@ -48,6 +52,90 @@ void register_bench(CLI::App& app) {
     if (options.tokens > options.config.block_size)
       fail("--tokens {} exceeds model.block_size {}", options.tokens, options.config.block_size);
     run_step_bench(options);
+  });
+
+  auto* generate = bench->add_subcommand(
+      "generate", "cached generation, the paper's protocol: prefill + decode for each family");
+  static std::vector<std::string> gen_configs, gen_checkpoints, gen_overrides;
+  static std::vector<std::string> gen_families = {"standard", "sps", "reverse_sps",
+                                                  "delayed_state", "2x_memory"};
+  static GenerateBenchOptions gen;
+  static bool gen_paper = false;
+  generate->add_option("--config", gen_configs,
+                       "model config YAML(s); each runs every --families entry, random weights");
+  generate->add_option("--checkpoint", gen_checkpoints,
+                       "checkpoint folder(s) (model.safetensors + config.yaml), each as trained");
+  generate->add_option("--families", gen_families,
+                       "for --config: standard,sps,reverse_sps,delayed_state,2x_memory (sps with "
+                       "w >= every position)")
+      ->delimiter(',');
+  generate->add_option("overrides", gen_overrides, "model.key=value overrides for --config");
+  generate->add_option("--prompt-tokens", gen.prompt_tokens, "P, prompt tokens per row")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  generate->add_option("--new-tokens", gen.new_tokens, "N, new tokens per row")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  generate->add_option("--batch", gen.batch, "B, rows generated together")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  generate->add_flag("--paper", gen_paper, "the paper's sizes: P=1024, N=3072, B=16");
+  generate->add_option("--warmup", gen.warmup, "untimed runs")->check(CLI::Range(0, 100));
+  generate->add_option("--runs", gen.runs, "timed runs")->check(CLI::Range(1, 100));
+  generate->add_option("--rounds", gen.rounds,
+                       "sweeps over all models (medians pool them; evens out machine drift)")
+      ->check(CLI::Range(1, 100));
+  generate->add_option("--tokens", gen.token_file,
+                       "token file to draw prompts from (default: random ids)");
+  generate->add_option("--token-dtype", gen.token_dtype, "uint16 | uint32 (default: meta.json's)");
+  generate->add_option("--seed", gen.seed, "prompt windows and random weights");
+  generate->add_option("--prefill-rows", gen.prefill_rows,
+                       "rows per prefill forward (0 = all B; 1 keeps activation memory small)")
+      ->check(CLI::Range(int64_t(0), int64_t(4096)));
+  generate->add_flag("--json", gen.json, "one JSON object per model");
+  generate->callback([] {
+    if (gen_paper) {
+      gen.prompt_tokens = 1024;
+      gen.new_tokens = 3072;
+      gen.batch = 16;
+    }
+    if (gen_configs.empty() && gen_checkpoints.empty()) fail("bench generate: give --config or --checkpoint");
+    if (!gen_overrides.empty() && gen_configs.empty()) fail("bench generate: overrides go with --config");
+    gen.models.clear();
+    for (const std::string& path : gen_configs) {
+      const ModelConfig base = load_model_config(path, gen_overrides);
+      for (const std::string& name : gen_families) {
+        GenerateBenchModel m;
+        m.config = base;
+        if (name == "2x_memory") {
+          m.config.family = "sps";
+          m.config.window_size =
+              std::max(base.block_size, gen.prompt_tokens + gen.new_tokens);
+          m.label = "2x_memory";
+        } else {
+          if (name != "standard" && name != "sps" && name != "reverse_sps" && name != "delayed_state")
+            fail("--families: unknown family '{}' (standard, sps, reverse_sps, delayed_state, "
+                 "2x_memory)", name);
+          m.config.family = name;
+          m.label = name == "standard" ? name : fmt::format("{} w={}", name, base.window_size);
+        }
+        if (gen_configs.size() > 1)
+          m.label = std::filesystem::path(path).stem().string() + " " + m.label;
+        gen.models.push_back(m);
+      }
+    }
+    for (const std::string& dir : gen_checkpoints) {
+      const std::filesystem::path folder(dir);
+      if (!std::filesystem::exists(folder / "model.safetensors") ||
+          !std::filesystem::exists(folder / "config.yaml"))
+        fail("--checkpoint {}: expected model.safetensors and config.yaml in it", dir);
+      GenerateBenchModel m;
+      m.config = load_model_config((folder / "config.yaml").string(), {});
+      m.weights = (folder / "model.safetensors").string();
+      // A trainer's checkpoints are RUN/checkpoints/NAME: call them RUN/NAME.
+      const std::filesystem::path parent = folder.parent_path();
+      m.label = (parent.filename() == "checkpoints" ? parent.parent_path().filename().string() + "/" : "") +
+                folder.filename().string();
+      gen.models.push_back(m);
+    }
+    run_generate_bench(gen);
   });
 }
 

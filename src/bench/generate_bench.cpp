@@ -1,0 +1,249 @@
+#include "bench/generate_bench.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/token_file.h"
+#include "model/decoder.h"
+#include "model/model.h"
+#include "model/weights_io.h"
+#include "util/error.h"
+#include "util/process_stats.h"
+#include "util/rng.h"
+
+namespace sps {
+
+double measure_copy_bandwidth() {
+  const size_t bytes = size_t(256) << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    const double t0 = now_seconds();
+    const int64_t chunks = 256;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c)
+      std::memcpy(b.data() + c * (bytes / chunks), a.data() + c * (bytes / chunks), bytes / chunks);
+    best = std::min(best, now_seconds() - t0);
+  }
+  return 2.0 * double(bytes) / best;
+}
+
+namespace {
+
+// Peak resident memory since the last reset: Linux's VmHWM, which writing 5 to
+// /proc/self/clear_refs resets. Where that is not possible, the process-wide peak.
+bool reset_peak_rss() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (!f) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+int64_t peak_rss_since_reset() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // kB
+  return peak_rss_bytes();
+}
+
+// B prompts of P tokens: seeded random windows of the token file, or random ids below EOS.
+std::vector<int32_t> draw_prompts(const GenerateBenchOptions& o, const ModelConfig& c) {
+  const int64_t B = o.batch, P = o.prompt_tokens;
+  std::vector<int32_t> prompts(B * P);
+  Rng rng(o.seed);
+  if (o.token_file.empty()) {
+    for (auto& t : prompts) t = int32_t(rng.below(uint64_t(c.eos_token_id)));
+    return prompts;
+  }
+  std::string dtype = o.token_dtype;
+  if (dtype.empty()) {
+    const DatasetMeta meta =
+        read_dataset_meta(std::filesystem::path(o.token_file).parent_path().string());
+    dtype = meta.dtype.empty() ? "uint16" : meta.dtype;
+  }
+  const TokenFile file(o.token_file, token_dtype_from_name(dtype, "--token-dtype"));
+  if (file.size() < P) fail("{}: {} tokens, fewer than --prompt-tokens {}", o.token_file, file.size(), P);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t start = int64_t(rng.below(uint64_t(file.size() - P + 1)));
+    file.read(start, P, prompts.data() + b * P, c.vocab_size);
+    for (int64_t i = 0; i < P; ++i) {
+      int32_t& t = prompts[b * P + i];
+      if (t == c.pad_token_id || t == c.predict_token_id)
+        fail("{}: id {} at {} is PAD or PREDICT of the model", o.token_file, t, start + i);
+    }
+  }
+  return prompts;
+}
+
+struct BenchResult {
+  std::string label, family;
+  int64_t window = 0;
+  std::vector<double> total, prefill, decode, bound;  // per timed run, every round
+  double seconds = 0, prefill_seconds = 0, decode_seconds = 0;
+  double total_tokens_per_second = 0, decode_tokens_per_second = 0;
+  int64_t kv_allocated = 0, kv_used = 0, peak_rss = 0, rss_end = 0, activation_bytes = 0;
+  double bound_fraction = 0;  // decode time at the bandwidth bound / measured decode time
+  bool peak_is_per_model = true;
+};
+
+// Greedy over ids other than EOS, PAD and PREDICT.
+int32_t argmax_allowed(const float* logits, const ModelConfig& c) {
+  int32_t best = -1;
+  for (int32_t id = 0; id < int32_t(c.vocab_size); ++id) {
+    if (id == c.eos_token_id || id == c.pad_token_id || id == c.predict_token_id) continue;
+    if (best < 0 || logits[id] > logits[best]) best = id;
+  }
+  return best;
+}
+
+// One round of a model: its warm-up and timed runs, added to r.
+void bench_model(BenchResult& r, const GenerateBenchModel& m, const GenerateBenchOptions& o,
+                 const std::vector<int32_t>& prompts, double bandwidth) {
+  const ModelConfig& c = m.config;
+  const int64_t B = o.batch, P = o.prompt_tokens, N = o.new_tokens;
+  r.label = m.label;
+  r.family = c.family;
+  r.window = c.window_size;
+  r.peak_is_per_model = reset_peak_rss();
+  Model<float> model(c);
+  if (m.weights.empty()) {
+    model.init_weights(o.seed);
+  } else {
+    load_weights(m.weights, model.params(), model.weights());
+  }
+  DecoderShape shape;
+  shape.batch = B;
+  shape.max_prompt_tokens = P;
+  shape.max_new_tokens = std::max<int64_t>(0, N - 1);
+  shape.prefill_rows = o.prefill_rows;
+  Decoder<float> decoder(model, shape);
+  const double weight_bytes = double(c.parameter_count()) * sizeof(float);
+  std::vector<int32_t> next(B);
+  std::vector<double>&total = r.total, &prefill = r.prefill, &decode = r.decode, &bound = r.bound;
+  for (int run = 0; run < o.warmup + o.runs; ++run) {
+    const double t0 = now_seconds();
+    decoder.prefill(prompts.data(), P);
+    r.activation_bytes = model.activation_bytes();
+    model.release_activations();  // decode holds only weights and the cache
+    const double t1 = now_seconds();
+    double bytes_read = 0;
+    for (int64_t k = 0; k + 1 < N; ++k) {
+      for (int64_t b = 0; b < B; ++b) next[b] = argmax_allowed(decoder.logits() + b * c.vocab_size, c);
+      bytes_read += weight_bytes + double(decoder.cache().used_bytes());
+      decoder.step(next.data());
+    }
+    const double t2 = now_seconds();
+    if (run >= o.warmup) {
+      total.push_back(t2 - t0);
+      prefill.push_back(t1 - t0);
+      decode.push_back(t2 - t1);
+      bound.push_back(t2 > t1 ? bytes_read / bandwidth / (t2 - t1) : 0.0);
+    }
+  }
+  r.seconds = median(total);
+  r.prefill_seconds = median(prefill);
+  r.decode_seconds = median(decode);
+  r.bound_fraction = median(bound);
+  r.total_tokens_per_second = double(B * (P + N)) / r.seconds;
+  r.decode_tokens_per_second = r.decode_seconds > 0 ? double(B * (N - 1)) / r.decode_seconds : 0;
+  r.kv_allocated = decoder.cache().allocated_bytes();
+  r.kv_used = decoder.cache().used_bytes();
+  r.rss_end = std::max(r.rss_end, current_rss_bytes());
+  r.peak_rss = std::max(r.peak_rss, peak_rss_since_reset());
+}
+
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+}  // namespace
+
+void run_generate_bench(const GenerateBenchOptions& o) {
+  if (o.models.empty()) fail("bench generate: no model to run");
+  if (o.prompt_tokens < 1 || o.new_tokens < 1 || o.batch < 1)
+    fail("bench generate: --prompt-tokens, --new-tokens and --batch must be >= 1");
+  for (const auto& m : o.models)
+    if (o.prompt_tokens > m.config.block_size)
+      fail("{}: --prompt-tokens {} exceeds model.block_size {}", m.label, o.prompt_tokens,
+           m.config.block_size);
+  const double bandwidth = measure_copy_bandwidth();
+  const int threads = omp_get_max_threads();
+  if (!o.json) {
+    fmt::print("generate: B={} prompts of P={} tokens, N={} new tokens ({}), {} warm-up + {} "
+               "timed run(s) in {} round(s), medians; {} threads; copy bandwidth {:.1f} GB/s\n",
+               o.batch, o.prompt_tokens, o.new_tokens,
+               o.token_file.empty() ? "random prompt ids" : "prompts from " + o.token_file,
+               o.warmup, o.runs, o.rounds, threads, bandwidth / 1e9);
+    fmt::print("{:<22} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} | {:>7} {:>7} {:>7} {:>7}\n",
+               "model", "prefill ms", "decode t/s", "total t/s", "KV MiB", "KV used", "peak MiB",
+               "BW bound", "decode", "total", "KV", "peak");
+    std::fflush(stdout);
+  }
+  const std::vector<int32_t> prompts = draw_prompts(o, o.models.front().config);
+  std::vector<BenchResult> results(o.models.size());
+  for (int round = 0; round < o.rounds; ++round)
+    for (size_t i = 0; i < o.models.size(); ++i) {
+      bench_model(results[i], o.models[i], o, prompts, bandwidth);
+      if (o.rounds > 1 && !o.json)
+        std::fprintf(stderr, "round %d/%d %s: decode %.1f tokens/s\n", round + 1, o.rounds,
+                     results[i].label.c_str(), results[i].decode_tokens_per_second);
+    }
+  const BenchResult* reference = nullptr;
+  for (const BenchResult& r : results)
+    if (!reference && r.family == "standard") reference = &r;
+  for (const BenchResult& r : results) {
+    const BenchResult& ref = reference ? *reference : r;
+    if (o.json) {
+      nlohmann::json j = {{"model", r.label}, {"family", r.family}, {"window", r.window},
+                          {"batch", o.batch}, {"prompt_tokens", o.prompt_tokens},
+                          {"new_tokens", o.new_tokens}, {"threads", threads},
+                          {"seconds", r.seconds}, {"prefill_seconds", r.prefill_seconds},
+                          {"decode_seconds", r.decode_seconds},
+                          {"total_tokens_per_second", r.total_tokens_per_second},
+                          {"decode_tokens_per_second", r.decode_tokens_per_second},
+                          {"kv_cache_allocated_bytes", r.kv_allocated},
+                          {"kv_cache_used_bytes", r.kv_used},
+                          {"peak_rss_bytes", r.peak_rss}, {"peak_rss_per_model", r.peak_is_per_model},
+                          {"rss_end_of_decode_bytes", r.rss_end},
+                          {"prefill_activation_bytes", r.activation_bytes},
+                          {"copy_bandwidth_bytes_per_second", bandwidth},
+                          {"decode_fraction_of_bandwidth_bound", r.bound_fraction},
+                          {"reference", ref.label},
+                          {"decode_ratio", ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second)},
+                          {"total_ratio", ratio(r.total_tokens_per_second, ref.total_tokens_per_second)},
+                          {"kv_ratio", ratio(double(r.kv_allocated), double(ref.kv_allocated))},
+                          {"kv_used_ratio", ratio(double(r.kv_used), double(ref.kv_used))},
+                          {"peak_ratio", ratio(double(r.peak_rss), double(ref.peak_rss))}};
+      fmt::print("{}\n", j.dump());
+    } else {
+      fmt::print("{:<22} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7.0f}% | "
+                 "{:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n",
+                 r.label, 1e3 * r.prefill_seconds, r.decode_tokens_per_second,
+                 r.total_tokens_per_second, double(r.kv_allocated) / 1048576.0,
+                 double(r.kv_used) / 1048576.0, double(r.peak_rss) / 1048576.0,
+                 100 * r.bound_fraction,
+                 ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second),
+                 ratio(r.total_tokens_per_second, ref.total_tokens_per_second),
+                 ratio(double(r.kv_allocated), double(ref.kv_allocated)),
+                 ratio(double(r.peak_rss), double(ref.peak_rss)));
+    }
+    std::fflush(stdout);
+  }
+  if (!o.json) {
+    fmt::print("ratios are to {}; KV = allocated cache (capacity P+N per row, plus the ring); "
+               "BW bound = (weights + cache rows in use, read once per step) / copy bandwidth, as "
+               "a fraction of the measured decode time\n",
+               reference ? reference->label : results.front().label);
+    if (!results.front().peak_is_per_model)
+      fmt::print("peak memory is the process's high-water mark (could not reset it per model)\n");
+  }
+}
+
+}  // namespace sps

@@ -1,0 +1,48 @@
+#pragma once
+// `sps bench generate`: the paper's efficiency protocol (SPEC §7) on this machine. For each
+// model (a family of a config with random weights, or a checkpoint): B prompts of P tokens
+// (seeded random windows of a token file, or random ids), prefill + greedy decode to N new
+// tokens (EOS, PAD and PREDICT never chosen, so every row keeps one growing document),
+// 1 warm-up run and `runs` timed runs (medians), in `rounds` sweeps over the models. Prints total tokens/s = B·(P+N)/time,
+// decode tokens/s, prefill time, KV-cache bytes (allocated and in use at the end), the
+// process's peak resident memory during the model's runs, each model's ratios to the first
+// standard one, and decode speed as a fraction of the memory-bandwidth bound: per step the
+// weights and the cache rows in use are read once, at the copy bandwidth measured here.
+// Prints numbers; asserts nothing.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace sps {
+
+struct GenerateBenchModel {
+  std::string label;    // e.g. "sps w=64"
+  ModelConfig config;
+  std::string weights;  // safetensors file, or empty for random weights (init seed)
+};
+
+struct GenerateBenchOptions {
+  std::vector<GenerateBenchModel> models;
+  int64_t prompt_tokens = 128;  // P
+  int64_t new_tokens = 128;     // N
+  int64_t batch = 4;            // B
+  int warmup = 1;
+  int runs = 2;
+  int rounds = 1;               // sweeps over all models; medians pool every round's runs
+                                // (interleaving models evens out a shared machine's drift)
+  std::string token_file;       // prompts from here when set (uint16 unless meta.json says)
+  std::string token_dtype;      // uint16 | uint32 (default: the folder's meta.json, else uint16)
+  uint64_t seed = 1337;         // prompt windows and random weights
+  int64_t prefill_rows = 1;     // rows per prefill forward (bounds activation memory)
+  bool json = false;            // one JSON object per model instead of the table
+};
+
+void run_generate_bench(const GenerateBenchOptions& options);
+
+// Copy bandwidth of this process's threads in bytes/s (bytes read + bytes written, as STREAM
+// counts a copy), the best of a few copies of a buffer far larger than the caches.
+double measure_copy_bandwidth();
+
+}  // namespace sps
