@@ -8,5 +8,6 @@ void register_bench(CLI::App& app);
 void register_tokenizer(CLI::App& app);
 void register_data(CLI::App& app);
 void register_train(CLI::App& app);
+void register_generate(CLI::App& app);
 
 }  // namespace sps::cli

@@ -1,0 +1,238 @@
+// `sps generate` from the shell: streamed text equals the library's, batch JSONL, sampling
+// flags, and bad input (missing, damaged or mismatched checkpoints, over-long prompts, a
+// mismatched tokenizer, no prompt off a terminal) as one line on stderr with exit status 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "infer/generator.h"
+#include "infer_fixtures.h"
+#include "model/weights_io.h"
+#include "util/temp_dir.h"
+
+namespace sps::testing {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kSps = SPS_BINARY;
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+  int err_lines() const { return int(std::count(err.begin(), err.end(), '\n')); }
+};
+
+// Runs `sps generate ARGS` with stdin from /dev/null; stdout and stderr kept apart.
+CliRun generate(const std::string& args, const TempDir& dir) {
+  const std::string err_path = dir.file("stderr.txt");
+  const std::string command =
+      quote(kSps) + " generate " + args + " </dev/null 2>" + quote(err_path);
+  CliRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return run;
+  char buffer[1 << 14];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.err = read_whole_file(err_path);
+  return run;
+}
+
+std::string model_yaml(const ModelConfig& c) {
+  std::ostringstream y;
+  y << "model:\n  family: " << c.family << "\n  n_layer: " << c.n_layer << "\n  n_head: " << c.n_head
+    << "\n  hidden_size: " << c.hidden_size << "\n  intermediate_size: " << c.intermediate_size
+    << "\n  vocab_size: " << c.vocab_size << "\n  block_size: " << c.block_size
+    << "\n  window_size: " << c.window_size << "\n  eos_token_id: " << c.eos_token_id
+    << "\n  predict_token_id: " << c.predict_token_id << "\n  pad_token_id: " << c.pad_token_id
+    << "\n  init_std: " << c.init_std << "\n";
+  return y.str();
+}
+
+// A checkpoint folder of a byte-level micro model (block_size 16) and its rank file.
+struct Fixture {
+  TempDir dir;
+  ModelConfig config = byte_micro_config("sps", 2);
+  std::unique_ptr<Model<float>> model;
+  std::string checkpoint, tokenizer;
+
+  Fixture() {
+    model = std::make_unique<Model<float>>(config);
+    randomize_weights(*model, 21);
+    checkpoint = dir.file("ckpt");
+    fs::create_directories(checkpoint);
+    const std::string yaml = model_yaml(config);
+    write_whole_file(checkpoint + "/config.yaml", yaml);
+    save_weights(checkpoint + "/model.safetensors", model->params(), model->weights(), yaml);
+    tokenizer = dir.file("bytes.tiktoken");
+    byte_level_tokenizer().save_rank_file(tokenizer);
+  }
+  std::string base() const {
+    return "--checkpoint " + quote(checkpoint) + " --tokenizer " + quote(tokenizer);
+  }
+  // What the library generates (greedy, EOS forbidden) for a prompt.
+  std::string library(const std::string& prompt, int64_t n) {
+    GenerationOptions o;
+    o.max_new_tokens = n;
+    o.sampling.allowed_ids = byte_level_tokenizer().vocab_size();
+    o.sampling.forbidden = {config.eos_token_id};
+    Generator g(*model, &byte_level_tokenizer(), o);
+    return g.generate_text({prompt})[0].text;
+  }
+};
+
+TEST(GenerateCli, StreamsWhatTheLibraryGenerates) {
+  Fixture f;
+  const CliRun run = generate(f.base() + " --prompt hello --max-new-tokens 6 --forbid 256", f.dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out, f.library("hello", 6) + "\n");
+  EXPECT_EQ(run.out.size(), 7u);
+  const CliRun again = generate(f.base() + " --prompt hello --max-new-tokens 6 --forbid 256", f.dir);
+  EXPECT_EQ(again.out, run.out);
+  // Weights + config instead of a checkpoint folder; top-k 1 is greedy.
+  const CliRun split = generate("--weights " + quote(f.checkpoint + "/model.safetensors") + " --config " +
+                                 quote(f.checkpoint + "/config.yaml") + " --tokenizer " +
+                                 quote(f.tokenizer) +
+                                 " --prompt hello --max-new-tokens 6 --forbid 256 --temperature 1.5 "
+                                 "--top-k 1 --seed 4",
+                             f.dir);
+  EXPECT_EQ(split.out, run.out) << split.err;
+}
+
+TEST(GenerateCli, SeededSamplingRepeatsAndEmptyPromptStartsADocument) {
+  Fixture f;
+  const std::string args = f.base() + " --max-new-tokens 8 --temperature 1 --top-p 0.9 --seed 7 --forbid 256";
+  const CliRun a = generate(args + " --prompt abc", f.dir), b = generate(args + " --prompt abc", f.dir);
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  const CliRun empty = generate(args + " --prompt ''", f.dir);
+  EXPECT_EQ(empty.status, 0) << empty.err;
+  EXPECT_EQ(empty.out.size(), 9u);
+  EXPECT_EQ(empty.err, "");
+}
+
+TEST(GenerateCli, BatchFileWritesOneJsonLinePerPrompt) {
+  Fixture f;
+  write_whole_file(f.dir.file("in.jsonl"),
+                   "{\"prompt\": \"hello\", \"id\": \"a\"}\n\n{\"prompt\": \"\"}\n{\"prompt\": \"xyz\", \"id\": 3}\n");
+  const std::string out = f.dir.file("out.jsonl");
+  const CliRun run = generate(f.base() + " --batch-file " + quote(f.dir.file("in.jsonl")) +
+                               " --output " + quote(out) + " --max-new-tokens 5 --forbid 256 --batch-size 2",
+                           f.dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out, "");
+  std::istringstream lines(read_whole_file(out));
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["id"], "a");
+  EXPECT_EQ(rows[2]["id"], 3);
+  EXPECT_FALSE(rows[1].contains("id"));
+  const char* prompts[] = {"hello", "", "xyz"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows[i]["index"], i);
+    EXPECT_EQ(rows[i]["prompt"], prompts[i]);
+    EXPECT_EQ(rows[i]["stop_reason"], "length");
+    EXPECT_EQ(rows[i]["completion_tokens"], 5);
+    // Batched (left-padded) generation equals each prompt alone.
+    // (JSON holds UTF-8: ill-formed bytes become U+FFFD.)
+    const std::string text = nlohmann::json(f.library(prompts[i], 5))
+                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    EXPECT_EQ(rows[i]["completion"], nlohmann::json::parse(text)) << i;
+  }
+}
+
+TEST(GenerateCli, OverLongPromptIsAnErrorUnlessTruncated) {
+  Fixture f;
+  const std::string prompt(40, 'q');  // 40 byte tokens > block_size 16
+  const CliRun run = generate(f.base() + " --prompt " + prompt + " --max-new-tokens 3", f.dir);
+  EXPECT_EQ(run.status, 2);
+  EXPECT_EQ(run.err_lines(), 1) << run.err;
+  EXPECT_NE(run.err.find("longer than the model's context"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("--truncate left"), std::string::npos) << run.err;
+  EXPECT_EQ(run.out, "");
+  const CliRun cut = generate(f.base() + " --prompt " + prompt + " --max-new-tokens 3 --forbid 256 --truncate left", f.dir);
+  EXPECT_EQ(cut.status, 0) << cut.err;
+  EXPECT_EQ(cut.out, f.library(prompt.substr(24), 3) + "\n");
+}
+
+// Every bad input: exit 2, one line on stderr naming the problem, nothing on stdout.
+TEST(GenerateCli, BadInputIsOneLineAndStatusTwo) {
+  Fixture f;
+  auto expect_error = [&](const std::string& args, const std::string& needle) {
+    const CliRun run = generate(args, f.dir);
+    EXPECT_EQ(run.status, 2) << args << "\n" << run.err;
+    EXPECT_EQ(run.err_lines(), 1) << args << "\n" << run.err;
+    EXPECT_NE(run.err.find(needle), std::string::npos) << args << "\n" << run.err;
+    EXPECT_EQ(run.out, "") << args;
+  };
+  const std::string prompt = " --prompt hi";
+  expect_error("--checkpoint " + quote(f.dir.file("missing")) + prompt, "no such folder");
+  fs::create_directories(f.dir.file("empty"));
+  expect_error("--checkpoint " + quote(f.dir.file("empty")) + prompt, "not a checkpoint folder");
+  expect_error(f.base(), "interactive mode needs a terminal");
+  expect_error(f.base() + prompt + " --top-p 0", "--top-p");
+  expect_error(f.base() + prompt + " --truncate right", "--truncate");
+
+  // Damaged: the weights file cut short.
+  const std::string damaged = f.dir.file("damaged");
+  fs::create_directories(damaged);
+  fs::copy_file(f.checkpoint + "/config.yaml", damaged + "/config.yaml");
+  const std::string weights = read_whole_file(f.checkpoint + "/model.safetensors");
+  write_whole_file(damaged + "/model.safetensors", weights.substr(0, weights.size() - 100));
+  expect_error("--checkpoint " + quote(damaged) + " --tokenizer " + quote(f.tokenizer) + prompt,
+               "model.safetensors");
+
+  // Mismatched: the config has another shape, or another family, than the weights.
+  const std::string other = f.dir.file("other");
+  fs::create_directories(other);
+  fs::copy_file(f.checkpoint + "/model.safetensors", other + "/model.safetensors");
+  ModelConfig deeper = f.config;
+  deeper.n_layer = 3;
+  write_whole_file(other + "/config.yaml", model_yaml(deeper));
+  expect_error("--checkpoint " + quote(other) + " --tokenizer " + quote(f.tokenizer) + prompt,
+               "model.safetensors");
+  ModelConfig standard = f.config;
+  standard.family = "standard";
+  write_whole_file(other + "/config.yaml", model_yaml(standard));
+  expect_error("--checkpoint " + quote(other) + " --tokenizer " + quote(f.tokenizer) + prompt,
+               "holds a sps model");
+
+  // A tokenizer whose vocabulary does not fit the model.
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
+  for (int k = 0; k < 70; ++k) tokens.push_back(std::string(1, char('a' + k % 26)) + char('A' + k / 26));
+  const std::string bigger = f.dir.file("bigger.tiktoken");
+  BpeTokenizer::from_ranks(tokens, "bigger").save_rank_file(bigger);
+  expect_error("--checkpoint " + quote(f.checkpoint) + " --tokenizer " + quote(bigger) + prompt,
+               "does not match the model");
+  // No tokenizer recorded anywhere and none given.
+  expect_error("--checkpoint " + quote(f.checkpoint) + prompt, "--tokenizer");
+}
+
+// The config may name its tokenizer; a run folder resolves to its newest checkpoint.
+TEST(GenerateCli, TokenizerFromTheConfig) {
+  Fixture f;
+  const std::string yaml = model_yaml(f.config) + "tokenizer: " + f.tokenizer + "\n";
+  write_whole_file(f.checkpoint + "/config.yaml", yaml);
+  const CliRun run = generate("--checkpoint " + quote(f.checkpoint) + " --prompt hello --max-new-tokens 6 --forbid 256", f.dir);
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out, f.library("hello", 6) + "\n");
+}
+
+}  // namespace
+}  // namespace sps::testing
