@@ -8,6 +8,7 @@ void register_bench(CLI::App& app);
 void register_tokenizer(CLI::App& app);
 void register_data(CLI::App& app);
 void register_train(CLI::App& app);
+void register_eval(CLI::App& app);
 void register_generate(CLI::App& app);
 
 }  // namespace sps::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   sps::cli::register_tokenizer(app);
   sps::cli::register_data(app);
   sps::cli::register_train(app);
+  sps::cli::register_eval(app);
   sps::cli::register_generate(app);
   try {
     app.parse(argc, argv);

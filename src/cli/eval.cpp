@@ -1,0 +1,412 @@
+// sps eval --checkpoint DIR | --weights FILE --config FILE  --tasks LIST | --suite local
+//
+// Tasks: `val` / `val:PATH` (validation NLL on a token file with the trainer's fixed seeded
+// windows), `corpus:NAME=PATH` (rolling NLL, nats per whitespace word), and the zero-shot
+// tasks arc_easy, hellaswag, piqa, sciq, lambada_openai (files given with --task-file
+// NAME=PATH) and the local suite's cloze and continuation. See docs/evaluation.md.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "cli/commands.h"
+#include "data/token_file.h"
+#include "eval/corpus.h"
+#include "eval/rolling.h"
+#include "eval/tasks.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "model/weights_io.h"
+#include "tokenizer/bpe.h"
+#include "train/checkpoint.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/yaml_config.h"
+
+namespace sps::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct EvalArgs {
+  std::string checkpoint, weights, config, tokenizer, tasks, suite, out;
+  std::vector<std::string> task_files;
+  int64_t batch = 8;
+  int64_t limit = 0;
+  int64_t val_tokens = -1;
+  bool quiet = false;
+};
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A progress bar redrawn on stderr when it is a terminal.
+class ProgressBar {
+ public:
+  ProgressBar(std::string label, bool enabled)
+      : label_(std::move(label)), live_(enabled && ::isatty(STDERR_FILENO)), t0_(Clock::now()) {}
+  ~ProgressBar() {
+    if (live_ && shown_) std::fprintf(stderr, "\r\033[K");
+  }
+  void operator()(int64_t done, int64_t total) {
+    if (!live_) return;
+    const int width = 30;
+    const int fill = total > 0 ? int(double(width) * double(done) / double(total)) : width;
+    std::fprintf(stderr, "\r\033[K%-16s [%s%s] %lld/%lld  %.1f s", label_.c_str(),
+                 std::string(size_t(fill), '#').c_str(), std::string(size_t(width - fill), ' ').c_str(),
+                 (long long)done, (long long)total, seconds_since(t0_));
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  eval::Progress fn() {
+    return [this](int64_t d, int64_t t) { (*this)(d, t); };
+  }
+
+ private:
+  std::string label_;
+  bool live_, shown_ = false;
+  Clock::time_point t0_;
+};
+
+struct Loaded {
+  std::unique_ptr<Model<float>> model;
+  std::string config_path, weights_path;
+  YAML::Node doc;
+};
+
+std::string checkpoint_folder(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) fail("--checkpoint {}: no such folder", dir);
+  if (fs::exists(fs::path(dir) / "model.safetensors", ec)) return dir;
+  if (fs::is_directory(fs::path(dir) / "checkpoints", ec)) {
+    const std::string newest = find_newest_checkpoint(dir);
+    if (newest.empty()) fail("--checkpoint {}: no complete checkpoint under its checkpoints/", dir);
+    return newest;
+  }
+  fail("--checkpoint {}: neither a checkpoint folder (model.safetensors) nor a run folder "
+       "(checkpoints/)",
+       dir);
+}
+
+Loaded load_model(const EvalArgs& a) {
+  Loaded m;
+  if (!a.checkpoint.empty()) {
+    if (!a.weights.empty() || !a.config.empty())
+      fail("give either --checkpoint or --weights with --config, not both");
+    const std::string dir = checkpoint_folder(a.checkpoint);
+    m.weights_path = (fs::path(dir) / "model.safetensors").string();
+    m.config_path = (fs::path(dir) / "config.yaml").string();
+    std::error_code ec;
+    if (!fs::exists(m.config_path, ec)) fail("--checkpoint {}: config.yaml is missing", dir);
+  } else {
+    if (a.weights.empty() || a.config.empty())
+      fail("give --checkpoint DIR, or --weights FILE with --config FILE");
+    m.weights_path = a.weights;
+    m.config_path = a.config;
+  }
+  m.doc = load_yaml_file(m.config_path);
+  const ModelConfig config = load_model_config(m.config_path, {});
+  m.model = std::make_unique<Model<float>>(config);
+  load_weights(m.weights_path, m.model->params(), m.model->weights());
+  return m;
+}
+
+// The recipe's data and validation settings when the config is a whole training recipe.
+std::unique_ptr<TrainConfig> recipe_of(const Loaded& m) {
+  try {
+    return std::make_unique<TrainConfig>(load_train_config(m.config_path, {}));
+  } catch (const UserError&) {
+    return nullptr;
+  }
+}
+
+BpeTokenizer load_tokenizer(const EvalArgs& a, const Loaded& m, const TrainConfig* recipe) {
+  std::string spec = a.tokenizer;
+  if (spec.empty() && m.doc["tokenizer"] && m.doc["tokenizer"].IsScalar())
+    spec = m.doc["tokenizer"].Scalar();
+  if (spec.empty() && m.doc["data"] && m.doc["data"]["tokenizer"] &&
+      m.doc["data"]["tokenizer"].IsScalar())
+    spec = m.doc["data"]["tokenizer"].Scalar();
+  if (spec.empty() && recipe && !recipe->data.dataset.empty()) {
+    const fs::path meta = fs::path(recipe->data.dataset) / "meta.json";
+    std::ifstream in(meta);
+    if (in) {
+      const auto j = nlohmann::json::parse(in, nullptr, false);
+      if (!j.is_discarded() && j.contains("tokenizer") && j["tokenizer"].is_object() &&
+          j["tokenizer"].contains("name") && j["tokenizer"]["name"].is_string())
+        spec = j["tokenizer"]["name"].get<std::string>();
+    }
+  }
+  if (spec.empty()) spec = "gpt2";
+  BpeTokenizer tok = BpeTokenizer::load(spec);
+  const ModelConfig& c = m.model->config();
+  if (int64_t(tok.padded_vocab_size()) != c.vocab_size || int64_t(tok.eos_id()) != c.eos_token_id ||
+      int64_t(tok.pad_id()) != c.pad_token_id)
+    fail("tokenizer {} (V {}, EOS {}, PAD {}) does not match the model of {} (V {}, EOS {}, PAD "
+         "{}); pass --tokenizer",
+         tok.name(), tok.padded_vocab_size(), tok.eos_id(), tok.pad_id(), m.config_path,
+         c.vocab_size, c.eos_token_id, c.pad_token_id);
+  return tok;
+}
+
+struct ValResult {
+  double nll = 0, seconds = 0, tokens_per_second = 0;
+  int64_t windows = 0, tokens = 0;
+  std::string path;
+};
+
+ValResult run_val(Model<float>& model, const std::string& path, const std::string& dtype_name,
+                  int64_t total_tokens, uint64_t seed, int64_t batch, bool quiet) {
+  const int64_t T = model.config().block_size, V = model.config().vocab_size;
+  TokenDType dtype = TokenDType::uint16;
+  if (!dtype_name.empty()) {
+    dtype = token_dtype_from_name(dtype_name, "dtype");
+  } else {
+    const DatasetMeta meta = read_dataset_meta(fs::path(path).parent_path().string());
+    if (!meta.dtype.empty()) dtype = token_dtype_from_name(meta.dtype, meta.path + ": dtype");
+    else if (V > 65536) dtype = TokenDType::uint32;
+  }
+  const TokenFile file(path, dtype);
+  if (file.size() < T + 1)
+    fail("{}: {} tokens, fewer than one window of block_size + 1 = {}", path, file.size(), T + 1);
+  const auto starts = validation_windows(file.size(), T, total_tokens, seed);
+  // Σ NLL over kept terms / Σ kept, as the trainer's validation (SPEC §5–§6).
+  std::vector<int32_t> x(size_t(batch * T)), y(size_t(batch * T)), row(size_t(T + 1));
+  ProgressBar bar("val", !quiet);
+  const auto t0 = Clock::now();
+  double nll_sum = 0;
+  int64_t kept = 0;
+  model.reserve(batch, T);
+  for (size_t first = 0; first < starts.size(); first += size_t(batch)) {
+    const int64_t b = std::min<int64_t>(batch, int64_t(starts.size() - first));
+    for (int64_t k = 0; k < b; ++k) {
+      file.read(starts[first + size_t(k)], T + 1, row.data(), V);
+      std::copy(row.begin(), row.begin() + T, x.begin() + k * T);
+      std::copy(row.begin() + 1, row.end(), y.begin() + k * T);
+    }
+    const StepResult r = model.forward(x.data(), y.data(), b, T);
+    nll_sum += r.nll_sum;
+    kept += r.kept;
+    bar(int64_t(first) + b, int64_t(starts.size()));
+  }
+  ValResult v;
+  v.path = path;
+  v.seconds = seconds_since(t0);
+  v.nll = kept > 0 ? nll_sum / double(kept) : 0;
+  v.windows = int64_t(starts.size());
+  v.tokens = v.windows * T;
+  v.tokens_per_second = v.seconds > 0 ? double(v.tokens) / v.seconds : 0;
+  return v;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    std::string item = s.substr(b, e - b);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+    b = e + 1;
+  }
+  return out;
+}
+
+std::pair<std::string, std::string> name_path(const std::string& spec, const std::string& what) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    fail("{} \"{}\": expected NAME=PATH", what, spec);
+  return {spec.substr(0, eq), spec.substr(eq + 1)};
+}
+
+std::string suite_dir() { return sps_home() + "/eval-suite"; }
+
+void run_eval(const EvalArgs& a) {
+  if (a.batch < 1) fail("--batch must be at least 1");
+  std::vector<std::string> tasks = split_list(a.tasks);
+  std::map<std::string, std::string> task_files;
+  for (const auto& spec : a.task_files) {
+    const auto [name, path] = name_path(spec, "--task-file");
+    if (!eval::is_task_name(name))
+      fail("--task-file {}: unknown task \"{}\" (known: arc_easy, hellaswag, piqa, sciq, "
+           "lambada_openai, cloze, continuation)",
+           spec, name);
+    task_files[name] = path;
+  }
+  if (!a.suite.empty()) {
+    if (a.suite != "local") fail("--suite {}: the only suite is \"local\"", a.suite);
+    const std::string corpora = sps_home() + "/corpora", dir = suite_dir();
+    std::error_code ec;
+    if (!fs::exists(dir + "/cloze.jsonl", ec))
+      fail("{}: the local suite is not built; run scripts/build-eval-suite.sh", dir);
+    tasks.insert(tasks.begin(), {"val?", "corpus:brown=" + corpora + "/brown.jsonl",
+                                 "corpus:kjv=" + corpora + "/kjv.jsonl",
+                                 "corpus:gcide=" + corpora + "/gcide.jsonl",
+                                 "corpus:edu_heldout=" + dir + "/edu_heldout.jsonl", "cloze",
+                                 "continuation"});
+    task_files.try_emplace("cloze", dir + "/cloze.jsonl");
+    task_files.try_emplace("continuation", dir + "/continuation.jsonl");
+  }
+  if (tasks.empty()) fail("give --tasks LIST or --suite local");
+  // Check every task before loading the model.
+  for (const auto& t : tasks) {
+    if (t == "val" || t == "val?" || t.rfind("val:", 0) == 0) continue;
+    if (t.rfind("corpus:", 0) == 0) {
+      name_path(t.substr(7), "corpus");
+      continue;
+    }
+    if (!eval::is_task_name(t))
+      fail("unknown task \"{}\" (val, val:PATH, corpus:NAME=PATH, arc_easy, hellaswag, piqa, sciq, "
+           "lambada_openai, cloze, continuation)",
+           t);
+    if (!task_files.count(t)) fail("task {} needs its file: --task-file {}=PATH", t, t);
+  }
+
+  Loaded m = load_model(a);
+  Model<float>& model = *m.model;
+  const auto recipe = recipe_of(m);
+  std::unique_ptr<BpeTokenizer> tokenizer;
+  const auto tok = [&]() -> const BpeTokenizer& {
+    if (!tokenizer) tokenizer = std::make_unique<BpeTokenizer>(load_tokenizer(a, m, recipe.get()));
+    return *tokenizer;
+  };
+
+  nlohmann::ordered_json results;
+  results["checkpoint"] = m.weights_path;
+  results["config"] = m.config_path;
+  results["family"] = model.config().family;
+  results["block_size"] = model.config().block_size;
+  std::vector<std::array<std::string, 4>> table;  // task, metric, value, detail
+  double val_nll = NAN;
+  std::vector<double> corpus_nll, task_acc;
+
+  for (const auto& t : tasks) {
+    if (t == "val" || t == "val?" || t.rfind("val:", 0) == 0) {
+      std::string path = t.rfind("val:", 0) == 0 ? t.substr(4) : "";
+      if (path.empty() && recipe) path = recipe->data.val_bin;
+      if (path.empty()) {
+        if (t == "val?") continue;  // the suite without a recipe's val.bin
+        fail("task val: {} names no val.bin; use val:PATH", m.config_path);
+      }
+      const int64_t total = a.val_tokens > 0 ? a.val_tokens
+                                             : recipe ? recipe->training.eval_total_tokens : 10000000;
+      const uint64_t seed = recipe ? uint64_t(recipe->training.eval_seed) : 42;
+      const ValResult v = run_val(model, path, recipe && t.rfind("val:", 0) != 0 ? recipe->data.dtype : "",
+                                  total, seed, a.batch, a.quiet);
+      val_nll = v.nll;
+      results["val"] = {{"path", v.path}, {"nll", v.nll}, {"windows", v.windows},
+                        {"tokens", v.tokens}, {"seconds", v.seconds},
+                        {"tokens_per_second", v.tokens_per_second}};
+      table.push_back({"val", "NLL", fmt::format("{:.4f}", v.nll),
+                       fmt::format("{} windows, {:.0f} tokens/s", v.windows, v.tokens_per_second)});
+    } else if (t.rfind("corpus:", 0) == 0) {
+      const auto [name, path] = name_path(t.substr(7), "corpus");
+      const auto docs = eval::read_corpus(path);
+      ProgressBar bar("corpus " + name, !a.quiet);
+      const auto t0 = Clock::now();
+      const eval::CorpusScore s = eval::score_corpus(model, tok(), docs, a.batch, bar.fn());
+      const double secs = seconds_since(t0);
+      corpus_nll.push_back(s.nats_per_word());
+      results["corpus"][name] = {{"path", path},
+                                 {"nats_per_word", s.nats_per_word()},
+                                 {"nll_per_token", s.nll_per_token()},
+                                 {"bits_per_byte", s.bits_per_byte()},
+                                 {"word_perplexity", std::exp(s.nats_per_word())},
+                                 {"documents", s.documents},
+                                 {"tokens", s.tokens},
+                                 {"words", s.words},
+                                 {"bytes", s.bytes},
+                                 {"loglik", s.loglik},
+                                 {"seconds", secs},
+                                 {"tokens_per_second", secs > 0 ? double(s.tokens) / secs : 0}};
+      table.push_back({"corpus:" + name, "nats/word", fmt::format("{:.4f}", s.nats_per_word()),
+                       fmt::format("{:.4f} nats/token, {:.4f} bits/byte, {} docs", s.nll_per_token(),
+                                   s.bits_per_byte(), s.documents)});
+    } else {
+      const eval::TaskData data = eval::load_task(t, task_files.at(t), a.limit);
+      ProgressBar bar(t, !a.quiet);
+      const eval::TaskResult r = eval::run_task(model, tok(), data, a.batch, bar.fn());
+      const double acc = data.lambada ? r.acc : r.acc_norm;
+      task_acc.push_back(acc);
+      nlohmann::ordered_json j = {{"path", data.path}, {"items", r.items}};
+      if (data.lambada) {
+        j["acc"] = r.acc;
+        j["perplexity"] = r.perplexity;
+      } else {
+        j["acc"] = r.acc;
+        j["acc_norm"] = r.acc_norm;
+      }
+      j["seconds"] = r.seconds;
+      j["items_per_second"] = r.items_per_second();
+      results["tasks"][t] = j;
+      if (data.lambada)
+        table.push_back({t, "exact match", fmt::format("{:.4f}", r.acc),
+                         fmt::format("ppl {:.2f}, {} items, {:.1f} items/s", r.perplexity, r.items,
+                                     r.items_per_second())});
+      else
+        table.push_back({t, "acc_norm", fmt::format("{:.4f}", r.acc_norm),
+                         fmt::format("acc {:.4f}, {} items, {:.1f} items/s", r.acc, r.items,
+                                     r.items_per_second())});
+    }
+  }
+  const auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? NAN : s / double(v.size());
+  };
+  nlohmann::ordered_json summary;
+  if (!std::isnan(val_nll)) summary["val_nll"] = val_nll;
+  if (!corpus_nll.empty()) summary["corpus_nll"] = mean(corpus_nll);
+  if (!task_acc.empty()) summary["task_accuracy"] = mean(task_acc);
+  results["summary"] = summary;
+
+  std::string md = "| task | metric | value | detail |\n|---|---|---|---|\n";
+  for (const auto& r : table) md += fmt::format("| {} | {} | {} | {} |\n", r[0], r[1], r[2], r[3]);
+  md += "\n| val NLL | Corpus NLL | Task Accuracy |\n|---|---|---|\n";
+  const auto cell = [&](const char* key) {
+    return summary.contains(key) ? fmt::format("{:.4f}", summary[key].get<double>()) : std::string("–");
+  };
+  md += fmt::format("| {} | {} | {} |\n", cell("val_nll"), cell("corpus_nll"), cell("task_accuracy"));
+  std::fputs(md.c_str(), stdout);
+  if (!a.out.empty()) {
+    write_file_atomically(a.out, results.dump(2) + "\n");
+    const fs::path md_path = fs::path(a.out).replace_extension(".md");
+    write_file_atomically(md_path.string(), md);
+  }
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app) {
+  auto* cmd = app.add_subcommand("eval", "Evaluate a model: validation NLL, corpus NLL, zero-shot tasks");
+  auto a = std::make_shared<EvalArgs>();
+  cmd->add_option("--checkpoint", a->checkpoint, "checkpoint folder, or a run folder (newest checkpoint)");
+  cmd->add_option("--weights", a->weights, "model.safetensors (with --config)");
+  cmd->add_option("--config", a->config, "config YAML (with --weights)");
+  cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or a rank file (default: the config's)");
+  cmd->add_option("--tasks", a->tasks,
+                  "comma list: val, val:PATH, corpus:NAME=PATH, arc_easy, hellaswag, piqa, sciq, "
+                  "lambada_openai, cloze, continuation");
+  cmd->add_option("--task-file", a->task_files, "NAME=PATH of a task's JSON Lines file (repeatable)");
+  cmd->add_option("--suite", a->suite, "local: the suite built by scripts/build-eval-suite.sh");
+  cmd->add_option("--out", a->out, "results JSON (a markdown table is written beside it)");
+  cmd->add_option("--batch", a->batch, "rows per forward")->capture_default_str();
+  cmd->add_option("--limit", a->limit, "first N items of each task (0 = all)");
+  cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)");
+  cmd->add_flag("--quiet", a->quiet, "no progress bars");
+  cmd->callback([a] { run_eval(*a); });
+}
+
+}  // namespace sps::cli

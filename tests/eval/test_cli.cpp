@@ -1,0 +1,122 @@
+// `sps eval` as a program: results JSON and table, and one clear line with exit status 2 for
+// bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "eval_fixtures.h"
+#include "model/weights_io.h"
+#include "util/temp_dir.h"
+
+namespace sps::testing {
+namespace {
+
+const std::string kSpsBinary = SPS_BINARY;
+
+int run(const std::string& command, std::string* out) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return -1;
+  std::string text;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
+  const int status = ::pclose(pipe);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A byte-level rank file, a small model's config and weights in a temp folder.
+struct Fixture {
+  TempDir dir;
+  std::string base;
+  Fixture() {
+    std::string ranks;
+    static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int b = 0; b < 256; ++b) {
+      ranks += b64[b >> 2];
+      ranks += b64[(b & 3) << 4];
+      ranks += "== " + std::to_string(b) + "\n";
+    }
+    write(dir.file("bytes.tok"), ranks);
+    const ModelConfig c = small_eval_config("sps", 2, 16);
+    write(dir.file("config.yaml"),
+          "tokenizer: " + dir.file("bytes.tok") +
+              "\nmodel:\n  family: sps\n  n_layer: 2\n  n_head: 2\n  hidden_size: 16\n"
+              "  intermediate_size: 24\n  vocab_size: 320\n  block_size: 16\n  window_size: 2\n"
+              "  eos_token_id: 256\n  predict_token_id: 257\n  pad_token_id: 319\n");
+    Model<float> model(c);
+    model.init_weights(5);
+    save_weights(dir.file("model.safetensors"), model.params(), model.weights());
+    base = "'" + kSpsBinary + "' eval --quiet --weights " + dir.file("model.safetensors") +
+           " --config " + dir.file("config.yaml");
+  }
+};
+
+TEST(EvalCli, TasksCorpusAndValWriteJsonAndTable) {
+  Fixture f;
+  write(f.dir.file("piqa.jsonl"),
+        R"({"goal": "Open a jar", "sol1": "twist", "sol2": "smash it", "label": 0})" "\n"
+        R"({"goal": "Dry hands", "sol1": "towel", "sol2": "water", "label": 1})" "\n");
+  write(f.dir.file("lambada.jsonl"), R"({"text": "the cat sat on the mat"})" "\n");
+  write(f.dir.file("doc.txt"), "Some text to score, long enough for two windows of sixteen.\n");
+  std::vector<uint16_t> tokens(200);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = uint16_t((i * 7) % 256);
+  std::ofstream(f.dir.file("val.bin"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
+  std::string out;
+  const int rc = run(f.base + " --tasks val:" + f.dir.file("val.bin") + ",corpus:doc=" +
+                         f.dir.file("doc.txt") + ",piqa,lambada_openai --task-file piqa=" +
+                         f.dir.file("piqa.jsonl") + " --task-file lambada_openai=" +
+                         f.dir.file("lambada.jsonl") + " --out " + f.dir.file("r.json"),
+                     &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("| val NLL | Corpus NLL | Task Accuracy |"), std::string::npos) << out;
+  std::ifstream in(f.dir.file("r.json"));
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["tasks"]["piqa"]["items"], 2);
+  EXPECT_EQ(j["corpus"]["doc"]["words"], 12);  // 11 words and the empty piece after "\n"
+  EXPECT_GT(j["val"]["nll"].get<double>(), 0.0);
+  EXPECT_TRUE(j["summary"].contains("task_accuracy"));
+  EXPECT_TRUE(std::ifstream(f.dir.file("r.md")).good());
+}
+
+void expect_one_line_error(const std::string& command, const std::string& needle) {
+  std::string out;
+  EXPECT_EQ(run(command, &out), 2) << out;
+  EXPECT_NE(out.find(needle), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+TEST(EvalCli, BadInputIsOneLineAndStatusTwo) {
+  Fixture f;
+  write(f.dir.file("bad.jsonl"),
+        R"({"goal": "g", "sol1": "a", "sol2": "b", "label": 0})" "\n{oops\n");
+  expect_one_line_error(f.base + " --tasks piqa --task-file piqa=" + f.dir.file("bad.jsonl"),
+                        f.dir.file("bad.jsonl") + ":2: not a JSON object");
+  write(f.dir.file("missing.jsonl"), R"({"goal": "g", "sol2": "b", "label": 0})" "\n");
+  expect_one_line_error(f.base + " --tasks piqa --task-file piqa=" + f.dir.file("missing.jsonl"),
+                        "field \"sol1\" is missing");
+  write(f.dir.file("empty.jsonl"), "");
+  expect_one_line_error(f.base + " --tasks corpus:e=" + f.dir.file("empty.jsonl"),
+                        "the corpus has no documents");
+  write(f.dir.file("broken.safetensors"), "not a safetensors file");
+  expect_one_line_error("'" + kSpsBinary + "' eval --quiet --weights " + f.dir.file("broken.safetensors") +
+                            " --config " + f.dir.file("config.yaml") + " --tasks corpus:e=" +
+                            f.dir.file("config.yaml"),
+                        "broken.safetensors");
+  expect_one_line_error("'" + kSpsBinary + "' eval --checkpoint " + f.dir.file("nowhere") +
+                            " --tasks piqa --task-file piqa=" + f.dir.file("bad.jsonl"),
+                        "nowhere");
+  expect_one_line_error(f.base + " --tasks piqa", "--task-file piqa=PATH");
+  expect_one_line_error(f.base + " --tasks nonsense", "unknown task \"nonsense\"");
+}
+
+}  // namespace
+}  // namespace sps::testing
