@@ -255,6 +255,7 @@ PrepareReport run(const PrepareOptions& options, const BpeTokenizer& tokenizer,
   } stop_reader{queue, reader};
 
   std::vector<Encoded> encoded;
+  std::vector<uint32_t> order;
   std::string train_bytes, val_bytes;
   PrepareProgress progress;
   progress.file_bytes_total = file_bytes_total;
@@ -263,8 +264,15 @@ PrepareReport run(const PrepareOptions& options, const BpeTokenizer& tokenizer,
     const int64_t n = static_cast<int64_t>(batch.docs.size());
     encoded.assign(batch.docs.size(), Encoded{});
     std::vector<std::exception_ptr> errors(batch.docs.size());
+    // Largest documents first, so no thread is left alone with a big one at the batch's end.
+    order.resize(batch.docs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return batch.docs[a].text.size() > batch.docs[b].text.size();
+    });
 #pragma omp parallel for schedule(dynamic, 1) num_threads(report.threads) if (n > 1)
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < n; ++k) {
+      const uint32_t i = order[k];
       try {
         encode_document(options, tokenizer, rule, files[batch.file_of[i]], batch.docs[i], encoded[i]);
       } catch (...) {
