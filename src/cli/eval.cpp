@@ -251,11 +251,18 @@ void run_eval(const EvalArgs& a) {
     std::error_code ec;
     if (!fs::exists(dir + "/cloze.jsonl", ec))
       fail("{}: the local suite is not built; run scripts/build-eval-suite.sh", dir);
-    tasks.insert(tasks.begin(), {"val?", "corpus:brown=" + corpora + "/brown.jsonl",
-                                 "corpus:kjv=" + corpora + "/kjv.jsonl",
-                                 "corpus:gcide=" + corpora + "/gcide.jsonl",
-                                 "corpus:edu_heldout=" + dir + "/edu_heldout.jsonl", "cloze",
-                                 "continuation"});
+    std::vector<std::string> suite = {"val?"};
+    for (const char* name : {"brown", "kjv", "gcide"}) {
+      const std::string path = corpora + "/" + name + ".jsonl";
+      if (fs::exists(path, ec))
+        suite.push_back(fmt::format("corpus:{}={}", name, path));
+      else if (!a.quiet)
+        std::fprintf(stderr, "sps eval: %s not found, corpus %s skipped (scripts/get-corpora.sh)\n",
+                     path.c_str(), name);
+    }
+    for (const char* t : {"corpus:edu_heldout=", "cloze", "continuation"})
+      suite.push_back(std::string(t) + (t[0] == 'c' && t[1] == 'o' && t[2] == 'r' ? dir + "/edu_heldout.jsonl" : ""));
+    tasks.insert(tasks.begin(), suite.begin(), suite.end());
     task_files.try_emplace("cloze", dir + "/cloze.jsonl");
     task_files.try_emplace("continuation", dir + "/continuation.jsonl");
   }
@@ -313,7 +320,8 @@ void run_eval(const EvalArgs& a) {
                        fmt::format("{} windows, {:.0f} tokens/s", v.windows, v.tokens_per_second)});
     } else if (t.rfind("corpus:", 0) == 0) {
       const auto [name, path] = name_path(t.substr(7), "corpus");
-      const auto docs = eval::read_corpus(path);
+      auto docs = eval::read_corpus(path);
+      if (a.limit > 0 && int64_t(docs.size()) > a.limit) docs.resize(size_t(a.limit));
       ProgressBar bar("corpus " + name, !a.quiet);
       const auto t0 = Clock::now();
       const eval::CorpusScore s = eval::score_corpus(model, tok(), docs, a.batch, bar.fn());
@@ -403,7 +411,7 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--suite", a->suite, "local: the suite built by scripts/build-eval-suite.sh");
   cmd->add_option("--out", a->out, "results JSON (a markdown table is written beside it)");
   cmd->add_option("--batch", a->batch, "rows per forward")->capture_default_str();
-  cmd->add_option("--limit", a->limit, "first N items of each task (0 = all)");
+  cmd->add_option("--limit", a->limit, "first N items of each task and documents of each corpus (0 = all)");
   cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)");
   cmd->add_flag("--quiet", a->quiet, "no progress bars");
   cmd->callback([a] { run_eval(*a); });
