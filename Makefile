@@ -24,10 +24,11 @@ asan: deps
 test-release: build
 	@cd build/release && ctest --output-on-failure -j $(JOBS)
 
-# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (tests whose
-# name contains "Slow" are whole-run checks and are skipped there).
+# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer. Whole-program
+# checks (suites named *Cli*, which run the binary in child processes, and *Slow*, e.g.
+# multi-process MPI runs) are integration tests: they run in the release suite only.
 test-asan: asan
-	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -E "Slow"
+	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -E "Slow|Cli"
 
 test: test-release test-asan
 
