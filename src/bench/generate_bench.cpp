@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -105,60 +106,113 @@ int32_t argmax_allowed(const float* logits, const ModelConfig& c) {
   return best;
 }
 
-// One round of a model: its warm-up and timed runs, added to r.
-void bench_model(BenchResult& r, const GenerateBenchModel& m, const GenerateBenchOptions& o,
-                 const std::vector<int32_t>& prompts, double bandwidth) {
-  const ModelConfig& c = m.config;
-  const int64_t B = o.batch, P = o.prompt_tokens, N = o.new_tokens;
-  r.label = m.label;
-  r.family = c.family;
-  r.window = c.window_size;
-  r.peak_is_per_model = reset_peak_rss();
-  Model<float> model(c);
-  if (m.weights.empty()) {
-    model.init_weights(o.seed);
-  } else {
-    load_weights(m.weights, model.params(), model.weights());
+// One model with its decoder, timed run by run.
+struct Contestant {
+  const GenerateBenchModel& spec;
+  Model<float> model;
+  Decoder<float> decoder;
+  std::vector<int32_t> next;
+  double weight_bytes = 0;
+  double prefill_seconds = 0, decode_seconds = 0, bytes_read = 0;  // the current run
+  int64_t activation_bytes = 0;
+
+  static DecoderShape shape(const GenerateBenchOptions& o) {
+    DecoderShape s;
+    s.batch = o.batch;
+    s.max_prompt_tokens = o.prompt_tokens;
+    s.max_new_tokens = std::max<int64_t>(0, o.new_tokens - 1);
+    s.prefill_rows = o.prefill_rows;
+    return s;
   }
-  DecoderShape shape;
-  shape.batch = B;
-  shape.max_prompt_tokens = P;
-  shape.max_new_tokens = std::max<int64_t>(0, N - 1);
-  shape.prefill_rows = o.prefill_rows;
-  Decoder<float> decoder(model, shape);
-  const double weight_bytes = double(c.parameter_count()) * sizeof(float);
-  std::vector<int32_t> next(B);
-  std::vector<double>&total = r.total, &prefill = r.prefill, &decode = r.decode, &bound = r.bound;
-  for (int run = 0; run < o.warmup + o.runs; ++run) {
+  static Model<float>& with_weights(Model<float>& model, const GenerateBenchModel& m, uint64_t seed) {
+    if (m.weights.empty()) {
+      model.init_weights(seed);
+    } else {
+      load_weights(m.weights, model.params(), model.weights());
+    }
+    return model;
+  }
+  Contestant(const GenerateBenchModel& m, const GenerateBenchOptions& o)
+      : spec(m),
+        model(m.config),
+        decoder(with_weights(model, m, o.seed), shape(o)),
+        next(o.batch),
+        weight_bytes(double(m.config.parameter_count()) * sizeof(float)) {}
+
+  void prefill(const std::vector<int32_t>& prompts, int64_t P) {
     const double t0 = now_seconds();
     decoder.prefill(prompts.data(), P);
-    r.activation_bytes = model.activation_bytes();
+    activation_bytes = model.activation_bytes();
     model.release_activations();  // decode holds only weights and the cache
-    const double t1 = now_seconds();
-    double bytes_read = 0;
-    for (int64_t k = 0; k + 1 < N; ++k) {
-      for (int64_t b = 0; b < B; ++b) next[b] = argmax_allowed(decoder.logits() + b * c.vocab_size, c);
-      bytes_read += weight_bytes + double(decoder.cache().used_bytes());
-      decoder.step(next.data());
-    }
-    const double t2 = now_seconds();
-    if (run >= o.warmup) {
-      total.push_back(t2 - t0);
-      prefill.push_back(t1 - t0);
-      decode.push_back(t2 - t1);
-      bound.push_back(t2 > t1 ? bytes_read / bandwidth / (t2 - t1) : 0.0);
-    }
+    prefill_seconds = now_seconds() - t0;
+    decode_seconds = bytes_read = 0;
   }
-  r.seconds = median(total);
-  r.prefill_seconds = median(prefill);
-  r.decode_seconds = median(decode);
-  r.bound_fraction = median(bound);
-  r.total_tokens_per_second = double(B * (P + N)) / r.seconds;
-  r.decode_tokens_per_second = r.decode_seconds > 0 ? double(B * (N - 1)) / r.decode_seconds : 0;
-  r.kv_allocated = decoder.cache().allocated_bytes();
-  r.kv_used = decoder.cache().used_bytes();
+  // One new token per row: greedy choice, then the decode step that consumes it.
+  void step() {
+    const ModelConfig& c = spec.config;
+    const double t0 = now_seconds();
+    for (int64_t b = 0; b < int64_t(next.size()); ++b)
+      next[b] = argmax_allowed(decoder.logits() + b * c.vocab_size, c);
+    bytes_read += weight_bytes + double(decoder.cache().used_bytes());
+    decoder.step(next.data());
+    decode_seconds += now_seconds() - t0;
+  }
+  void record(BenchResult& r, double bandwidth) const {
+    r.total.push_back(prefill_seconds + decode_seconds);
+    r.prefill.push_back(prefill_seconds);
+    r.decode.push_back(decode_seconds);
+    r.bound.push_back(decode_seconds > 0 ? bytes_read / bandwidth / decode_seconds : 0.0);
+  }
+  void summarise(BenchResult& r, const GenerateBenchOptions& o) const {
+    const int64_t B = o.batch, P = o.prompt_tokens, N = o.new_tokens;
+    r.label = spec.label;
+    r.family = spec.config.family;
+    r.window = spec.config.window_size;
+    r.seconds = median(r.total);
+    r.prefill_seconds = median(r.prefill);
+    r.decode_seconds = median(r.decode);
+    r.bound_fraction = median(r.bound);
+    r.total_tokens_per_second = double(B * (P + N)) / r.seconds;
+    r.decode_tokens_per_second = r.decode_seconds > 0 ? double(B * (N - 1)) / r.decode_seconds : 0;
+    r.kv_allocated = decoder.cache().allocated_bytes();
+    r.kv_used = decoder.cache().used_bytes();
+    r.activation_bytes = activation_bytes;
+  }
+};
+
+// One round of a model alone: its warm-up and timed runs, added to r.
+void bench_model(BenchResult& r, const GenerateBenchModel& m, const GenerateBenchOptions& o,
+                 const std::vector<int32_t>& prompts, double bandwidth) {
+  r.peak_is_per_model = reset_peak_rss();
+  Contestant c(m, o);
+  for (int run = 0; run < o.warmup + o.runs; ++run) {
+    c.prefill(prompts, o.prompt_tokens);
+    for (int64_t k = 0; k + 1 < o.new_tokens; ++k) c.step();
+    if (run >= o.warmup) c.record(r, bandwidth);
+  }
+  c.summarise(r, o);
   r.rss_end = std::max(r.rss_end, current_rss_bytes());
   r.peak_rss = std::max(r.peak_rss, peak_rss_since_reset());
+}
+
+// All models at once, taking turns step by step, so every model sees the same machine.
+void bench_interleaved(std::vector<BenchResult>& results, const GenerateBenchOptions& o,
+                       const std::vector<int32_t>& prompts, double bandwidth) {
+  std::vector<std::unique_ptr<Contestant>> all;
+  for (const auto& m : o.models) all.push_back(std::make_unique<Contestant>(m, o));
+  for (int run = 0; run < o.warmup + o.runs; ++run) {
+    for (auto& c : all) c->prefill(prompts, o.prompt_tokens);
+    for (int64_t k = 0; k + 1 < o.new_tokens; ++k)
+      for (auto& c : all) c->step();
+    if (run >= o.warmup)
+      for (size_t i = 0; i < all.size(); ++i) all[i]->record(results[i], bandwidth);
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    all[i]->summarise(results[i], o);
+    results[i].peak_is_per_model = false;
+    results[i].peak_rss = peak_rss_bytes();
+    results[i].rss_end = current_rss_bytes();
+  }
 }
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
@@ -188,7 +242,8 @@ void run_generate_bench(const GenerateBenchOptions& o) {
   }
   const std::vector<int32_t> prompts = draw_prompts(o, o.models.front().config);
   std::vector<BenchResult> results(o.models.size());
-  for (int round = 0; round < o.rounds; ++round)
+  if (o.interleave) bench_interleaved(results, o, prompts, bandwidth);
+  for (int round = 0; round < (o.interleave ? 0 : o.rounds); ++round)
     for (size_t i = 0; i < o.models.size(); ++i) {
       bench_model(results[i], o.models[i], o, prompts, bandwidth);
       if (o.rounds > 1 && !o.json)
@@ -241,7 +296,10 @@ void run_generate_bench(const GenerateBenchOptions& o) {
                "BW bound = (weights + cache rows in use, read once per step) / copy bandwidth, as "
                "a fraction of the measured decode time\n",
                reference ? reference->label : results.front().label);
-    if (!results.front().peak_is_per_model)
+    if (o.interleave)
+      fmt::print("interleaved: all models held at once, taking turns step by step; peak memory "
+                 "is the whole process's\n");
+    else if (!results.front().peak_is_per_model)
       fmt::print("peak memory is the process's high-water mark (could not reset it per model)\n");
   }
 }

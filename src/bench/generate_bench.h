@@ -32,6 +32,9 @@ struct GenerateBenchOptions {
   int runs = 2;
   int rounds = 1;               // sweeps over all models; medians pool every round's runs
                                 // (interleaving models evens out a shared machine's drift)
+  bool interleave = false;      // hold every model at once and alternate them step by step:
+                                // the fairest comparison on a busy machine (peak memory is
+                                // then the process's, not per model)
   std::string token_file;       // prompts from here when set (uint16 unless meta.json says)
   std::string token_dtype;      // uint16 | uint32 (default: the folder's meta.json, else uint16)
   uint64_t seed = 1337;         // prompt windows and random weights

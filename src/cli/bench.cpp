@@ -89,6 +89,9 @@ void register_bench(CLI::App& app) {
   generate->add_option("--prefill-rows", gen.prefill_rows,
                        "rows per prefill forward (0 = all B; 1 keeps activation memory small)")
       ->check(CLI::Range(int64_t(0), int64_t(4096)));
+  generate->add_flag("--interleave", gen.interleave,
+                     "hold all models at once and alternate them step by step (fair ratios on "
+                     "a busy machine; peak memory is then the process's)");
   generate->add_flag("--json", gen.json, "one JSON object per model");
   generate->callback([] {
     if (gen_paper) {
