@@ -21,66 +21,115 @@ void Model<T>::zero_grads() {
   std::fill(grads_.begin(), grads_.end(), T(0));
 }
 
+namespace {
+
+struct BlockOffsets { int64_t h_in, n1, rstd1, qkv, att, lse, h_mid, n2, rstd2, gate_up, act; };
+
+// Element offsets of every activation buffer in the one allocation for (B, T).
+struct ActivationPlan {
+  std::vector<BlockOffsets> blocks;
+  int64_t h_out, nf, rstdf, logits, lse_head, nll, dh, dn, dqkv, datt, dgate_up, dact, dnf;
+  int64_t total = 0;
+};
+
+ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_, bool recompute) {
+  const int64_t rows = B * family_by_name(c.family).streams() * T_, readout_rows = B * T_;
+  const int64_t d = c.hidden_size, F = c.intermediate_size, H = c.n_head, V = c.vocab_size;
+  ActivationPlan p;
+  auto take = [&](int64_t n) {
+    const int64_t offset = p.total;
+    p.total += (n + 15) / 16 * 16;  // 64-byte aligned slices for float
+    return offset;
+  };
+  auto take_block = [&](int64_t h_in) {
+    return BlockOffsets{h_in, take(rows * d), take(rows), take(rows * 3 * d), take(rows * d),
+                        take(rows * H), take(rows * d), take(rows * d), take(rows),
+                        take(rows * 2 * F), take(rows * F)};
+  };
+  p.blocks.resize(c.n_layer);
+  if (recompute) {  // every block keeps its input; the rest is one block's worth, shared
+    for (auto& o : p.blocks) o.h_in = take(rows * d);
+    const BlockOffsets shared = take_block(0);
+    for (auto& o : p.blocks) {
+      const int64_t h_in = o.h_in;
+      o = shared;
+      o.h_in = h_in;
+    }
+  } else {
+    for (auto& o : p.blocks) o = take_block(take(rows * d));
+  }
+  p.h_out = take(rows * d);
+  p.nf = take(readout_rows * d);
+  p.rstdf = take(readout_rows);
+  p.logits = take(kLmHeadChunk * V);
+  p.lse_head = take(readout_rows);
+  p.nll = take(readout_rows);
+  p.dh = take(rows * d);
+  p.dn = take(rows * d);
+  p.dqkv = take(rows * 3 * d);
+  p.datt = take(rows * d);
+  p.dgate_up = take(rows * 2 * F);
+  p.dact = take(rows * F);
+  p.dnf = take(readout_rows * d);
+  return p;
+}
+
+}  // namespace
+
+int64_t planned_activation_bytes(const ModelConfig& c, int64_t batch, int64_t tokens,
+                                 bool recompute) {
+  return plan_activations(c, batch, tokens, recompute).total * int64_t(sizeof(float));
+}
+
 template <typename T>
 void Model<T>::reserve(int64_t B, int64_t T_) {
   if (B <= planned_batch_ && T_ <= planned_tokens_) return;
   B = std::max(B, planned_batch_);
   T_ = std::max(T_, planned_tokens_);
-  const int64_t S = family_.streams() * T_;
-  const int64_t rows = B * S;
-  const int64_t d = config_.hidden_size, F = config_.intermediate_size, H = config_.n_head;
-  const int64_t V = config_.vocab_size, L = config_.n_layer;
-  const int64_t readout_rows = B * T_;
-  // Plan offsets first, then allocate once.
-  int64_t total = 0;
-  auto take = [&](int64_t n) {
-    const int64_t offset = total;
-    total += (n + 15) / 16 * 16;  // 64-byte aligned slices for float
-    return offset;
-  };
-  struct Offsets { int64_t h_in, n1, rstd1, qkv, att, lse, h_mid, n2, rstd2, gate_up, act; };
-  std::vector<Offsets> layer_offsets(L);
-  for (auto& o : layer_offsets) {
-    o = {take(rows * d), take(rows * d), take(rows), take(rows * 3 * d), take(rows * d),
-         take(rows * H), take(rows * d), take(rows * d), take(rows), take(rows * 2 * F),
-         take(rows * F)};
-  }
-  const int64_t h_out = take(rows * d), nf = take(readout_rows * d), rstdf = take(readout_rows);
-  const int64_t logits = take(kLmHeadChunk * V), lse_head = take(readout_rows),
-                nll = take(readout_rows);
-  const int64_t dh = take(rows * d), dn = take(rows * d), dqkv = take(rows * 3 * d),
-                datt = take(rows * d), dgate_up = take(rows * 2 * F), dact = take(rows * F),
-                dnf = take(readout_rows * d);
-  acts_.assign(total, T(0));
+  const ActivationPlan plan = plan_activations(config_, B, T_, recompute_);
+  acts_.assign(plan.total, T(0));
   T* base = acts_.data();
-  layer_acts_.resize(L);
-  for (int64_t l = 0; l < L; ++l) {
-    const Offsets& o = layer_offsets[l];
+  layer_acts_.resize(config_.n_layer);
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    const BlockOffsets& o = plan.blocks[l];
     layer_acts_[l] = {base + o.h_in, base + o.n1,  base + o.rstd1,   base + o.qkv,
                       base + o.att,  base + o.lse, base + o.h_mid,   base + o.n2,
                       base + o.rstd2, base + o.gate_up, base + o.act};
   }
-  h_out_ = base + h_out;
-  nf_ = base + nf;
-  rstdf_ = base + rstdf;
-  logits_ = base + logits;
-  lse_head_ = base + lse_head;
-  nll_ = base + nll;
-  dh_ = base + dh;
-  dn_ = base + dn;
-  dqkv_ = base + dqkv;
-  datt_ = base + datt;
-  dgate_up_ = base + dgate_up;
-  dact_ = base + dact;
-  dnf_ = base + dnf;
+  h_out_ = base + plan.h_out;
+  nf_ = base + plan.nf;
+  rstdf_ = base + plan.rstdf;
+  logits_ = base + plan.logits;
+  lse_head_ = base + plan.lse_head;
+  nll_ = base + plan.nll;
+  dh_ = base + plan.dh;
+  dn_ = base + plan.dn;
+  dqkv_ = base + plan.dqkv;
+  datt_ = base + plan.datt;
+  dgate_up_ = base + plan.dgate_up;
+  dact_ = base + plan.dact;
+  dnf_ = base + plan.dnf;
   planned_batch_ = B;
   planned_tokens_ = T_;
   const int64_t D = config_.head_dim();
   rope_cos_.assign(T_ * D / 2, T(0));
   rope_sin_.assign(T_ * D / 2, T(0));
   ops::rope_tables(rope_cos_.data(), rope_sin_.data(), T_, D, config_.rope_theta);
-  slot_positions_.reserve(rows);
-  readout_targets_.reserve(readout_rows);
+  slot_positions_.reserve(B * family_.streams() * T_);
+  readout_targets_.reserve(B * T_);
+}
+
+template <typename T>
+void Model<T>::set_recompute(bool on) {
+  if (on == recompute_) return;
+  recompute_ = on;
+  release_activations();  // the next forward plans for the new layout
+}
+
+template <typename T>
+const T* Model<T>::layer_qkv(int64_t l) const {
+  SPS_ASSERT(!recompute_);
+  return layer_acts_[l].qkv;
 }
 
 template <typename T>
@@ -111,18 +160,20 @@ ops::AttentionLayout Model<T>::attention_layout() const {
 template <typename T>
 StepResult Model<T>::forward(const int32_t* x, const int32_t* y, int64_t B, int64_t T_,
                              const ForwardOptions& options) {
-  return run(x, y, B, T_, false, 1.0, options);
+  return run(x, y, B, T_, false, 1.0, options, {});
 }
 
 template <typename T>
 StepResult Model<T>::forward_backward(const int32_t* x, const int32_t* y, int64_t B,
-                                      int64_t T_, double grad_scale) {
-  return run(x, y, B, T_, true, grad_scale, {});
+                                      int64_t T_, double grad_scale,
+                                      const BackwardOptions<T>& backward) {
+  return run(x, y, B, T_, true, grad_scale, {}, backward);
 }
 
 template <typename T>
 StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t T_,
-                         bool backward, double grad_scale, const ForwardOptions& options) {
+                         bool backward, double grad_scale, const ForwardOptions& options,
+                         const BackwardOptions<T>& backward_options) {
   SPS_ASSERT(T_ <= config_.block_size && B > 0 && T_ > 0);
   reserve(B, T_);  // no-op unless the shape outgrows the plan
   batch_ = B;
@@ -130,45 +181,49 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
   build_slot_layout(layout_, x, B, T_, config_, family_);
 
   const int64_t S = layout_.slots(), rows = B * S;
-  const int64_t d = config_.hidden_size, F = config_.intermediate_size;
-  const int64_t H = config_.n_head, D = config_.head_dim();
-  const T* W = weights_.data();
-
   slot_positions_.resize(rows);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t s = 0; s < S; ++s) slot_positions_[b * S + s] = layout_.positions[b * T_ + s % T_];
 
-  const ops::AttentionLayout attn = attention_layout();
-
   StepResult result;
   result.kept = layout_.kept;
-  const int32_t* pos = slot_positions_.data();
+  ops::embedding_forward(layer_acts_[0].h_in, layout_.slot_tokens.data(),
+                         weights_.data() + table_.wte(), rows, config_.hidden_size);
+  for (int64_t l = 0; l < config_.n_layer; ++l)
+    result.attention_pairs +=
+        layer_forward(l, l + 1 < config_.n_layer ? layer_acts_[l + 1].h_in : h_out_);
 
-  ops::embedding_forward(layer_acts_[0].h_in, layout_.slot_tokens.data(), W + table_.wte(),
-                         rows, d);
-  for (int64_t l = 0; l < config_.n_layer; ++l) {
-    const LayerParams& p = table_.layer(l);
-    LayerActs& a = layer_acts_[l];
-    // Attention half: h_mid = h_in + c_proj(Attn(RoPE(c_attn(RMSNorm(h_in)))))
-    ops::rmsnorm_forward(a.n1, a.rstd1, a.h_in, W + p.attention_norm, rows, d, config_.norm_eps);
-    ops::linear_forward(a.qkv, a.n1, W + p.c_attn, rows, d, 3 * d, false);
-    ops::rope_forward(a.qkv, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
-    ops::rope_forward(a.qkv + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
-    result.attention_pairs += ops::attention_forward(a.att, a.lse, a.qkv, attn);
-    std::memcpy(a.h_mid, a.h_in, sizeof(T) * rows * d);
-    ops::linear_forward(a.h_mid, a.att, W + p.c_proj, rows, d, d, true);
-    // MLP half: h_out = h_mid + down(silu(gate(n2)) ⊙ up(n2)); gate|up is one [2F, d] weight.
-    ops::rmsnorm_forward(a.n2, a.rstd2, a.h_mid, W + p.mlp_norm, rows, d, config_.norm_eps);
-    ops::linear_forward(a.gate_up, a.n2, W + p.gate_proj, rows, d, 2 * F, false);
-    ops::swiglu_forward(a.act, a.gate_up, rows, F);
-    T* h_next = l + 1 < config_.n_layer ? layer_acts_[l + 1].h_in : h_out_;
+  lm_head(y, backward, grad_scale, result, options, backward_options);
+  if (backward) backward_layers(backward_options.observer);
+  return result;
+}
+
+template <typename T>
+int64_t Model<T>::layer_forward(int64_t l, T* h_next) {
+  const int64_t rows = batch_ * layout_.slots();
+  const int64_t d = config_.hidden_size, F = config_.intermediate_size;
+  const int64_t H = config_.n_head, D = config_.head_dim();
+  const T* W = weights_.data();
+  const int32_t* pos = slot_positions_.data();
+  const LayerParams& p = table_.layer(l);
+  LayerActs& a = layer_acts_[l];
+  // Attention half: h_mid = h_in + c_proj(Attn(RoPE(c_attn(RMSNorm(h_in)))))
+  ops::rmsnorm_forward(a.n1, a.rstd1, a.h_in, W + p.attention_norm, rows, d, config_.norm_eps);
+  ops::linear_forward(a.qkv, a.n1, W + p.c_attn, rows, d, 3 * d, false);
+  ops::rope_forward(a.qkv, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
+  ops::rope_forward(a.qkv + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
+  const int64_t pairs = ops::attention_forward(a.att, a.lse, a.qkv, attention_layout());
+  std::memcpy(a.h_mid, a.h_in, sizeof(T) * rows * d);
+  ops::linear_forward(a.h_mid, a.att, W + p.c_proj, rows, d, d, true);
+  // MLP half: h_out = h_mid + down(silu(gate(n2)) ⊙ up(n2)); gate|up is one [2F, d] weight.
+  ops::rmsnorm_forward(a.n2, a.rstd2, a.h_mid, W + p.mlp_norm, rows, d, config_.norm_eps);
+  ops::linear_forward(a.gate_up, a.n2, W + p.gate_proj, rows, d, 2 * F, false);
+  ops::swiglu_forward(a.act, a.gate_up, rows, F);
+  if (h_next) {
     std::memcpy(h_next, a.h_mid, sizeof(T) * rows * d);
     ops::linear_forward(h_next, a.act, W + p.down_proj, rows, F, d, true);
   }
-
-  lm_head(y, backward, grad_scale, result, options);
-  if (backward) backward_layers();
-  return result;
+  return pairs;
 }
 
 // Output norm and tied LM head on the readout slots only, in chunks of rows so the logits
@@ -176,7 +231,7 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
 // gradient at once, so logits are never recomputed.
 template <typename T>
 void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepResult& result,
-                       const ForwardOptions& options) {
+                       const ForwardOptions& options, const BackwardOptions<T>& backward_options) {
   const int64_t B = batch_, T_ = tokens_, S = layout_.slots();
   const int64_t d = config_.hidden_size, V = config_.vocab_size;
   const int64_t readout_stream = family_.interleaved ? int64_t(family_.readout_slot) : 0;
@@ -202,9 +257,13 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
     }
     if (!backward) continue;
     T* dnll = dgate_up_;  // free until the layers' backward starts
-    for (int64_t k = 0; k < n; ++k) dnll[k] = layout_.keep[r0 + k] ? row_grad : T(0);
+    const double* weight = backward_options.loss_weight;
+    for (int64_t k = 0; k < n; ++k)
+      dnll[k] = weight ? T(grad_scale * weight[r0 + k]) : layout_.keep[r0 + k] ? row_grad : T(0);
     ops::cross_entropy_backward(logits_, logits_, lse_head_ + r0, readout_targets_.data() + r0,
                                 dnll, n, V);
+    if (backward_options.observer)
+      backward_options.observer->linear(table_.wte(), nf_ + r0 * d, logits_, r0, n, d, V, true);
     ops::linear_backward(dnf_ + r0 * d, grads_.data() + table_.wte(), logits_, nf_ + r0 * d, E,
                          n, d, V, false);
   }
@@ -212,7 +271,7 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
 }
 
 template <typename T>
-void Model<T>::backward_layers() {
+void Model<T>::backward_layers(GradientObserver<T>* observer) {
   const int64_t B = batch_, T_ = tokens_, S = layout_.slots(), rows = B * S;
   const int64_t d = config_.hidden_size, F = config_.intermediate_size;
   const int64_t H = config_.n_head, D = config_.head_dim();
@@ -227,27 +286,39 @@ void Model<T>::backward_layers() {
   std::fill(dh_, dh_ + rows * d, T(0));
   for (int64_t b = 0; b < B; ++b) {
     const int64_t row0 = b * S + readout_stream * T_;
+    if (observer)
+      observer->norm(table_.output_norm(), h_out_ + row0 * d, rstdf_ + b * T_, dnf_ + b * T_ * d,
+                     b * T_, T_, d, true);
     ops::rmsnorm_backward(dh_ + row0 * d, G + table_.output_norm(), dnf_ + b * T_ * d,
                           h_out_ + row0 * d, W + table_.output_norm(), rstdf_ + b * T_, T_, d);
   }
   for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
     const LayerParams& p = table_.layer(l);
     const LayerActs& a = layer_acts_[l];
+    // The last block's activations are still in place after the forward.
+    if (recompute_ && l + 1 < config_.n_layer) layer_forward(l, nullptr);
     // MLP half.
+    if (observer) observer->linear(p.down_proj, a.act, dh_, 0, rows, F, d, false);
     ops::linear_backward(dact_, G + p.down_proj, dh_, a.act, W + p.down_proj, rows, F, d, false);
     ops::swiglu_backward(dgate_up_, dact_, a.gate_up, rows, F);
+    if (observer) observer->linear(p.gate_proj, a.n2, dgate_up_, 0, rows, d, 2 * F, false);
     ops::linear_backward(dn_, G + p.gate_proj, dgate_up_, a.n2, W + p.gate_proj, rows, d, 2 * F,
                          false);
+    if (observer) observer->norm(p.mlp_norm, a.h_mid, a.rstd2, dn_, 0, rows, d, false);
     ops::rmsnorm_backward(dh_, G + p.mlp_norm, dn_, a.h_mid, W + p.mlp_norm, a.rstd2, rows, d);
     // Attention half.
+    if (observer) observer->linear(p.c_proj, a.att, dh_, 0, rows, d, d, false);
     ops::linear_backward(datt_, G + p.c_proj, dh_, a.att, W + p.c_proj, rows, d, d, false);
     ops::attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, attn);
     ops::rope_backward(dqkv_, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
     ops::rope_backward(dqkv_ + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
+    if (observer) observer->linear(p.c_attn, a.n1, dqkv_, 0, rows, d, 3 * d, false);
     ops::linear_backward(dn_, G + p.c_attn, dqkv_, a.n1, W + p.c_attn, rows, d, 3 * d, false);
+    if (observer) observer->norm(p.attention_norm, a.h_in, a.rstd1, dn_, 0, rows, d, false);
     ops::rmsnorm_backward(dh_, G + p.attention_norm, dn_, a.h_in, W + p.attention_norm, a.rstd1,
                           rows, d);
   }
+  if (observer) observer->embedding(table_.wte(), layout_.slot_tokens.data(), dh_, rows, d);
   ops::embedding_backward(G + table_.wte(), dh_, layout_.slot_tokens.data(), rows, d);
 }
 

@@ -18,6 +18,33 @@ struct ForwardOptions {
   double* logits = nullptr;  // optional [B, T, V] logits read at the readout slots
 };
 
+// A per-slot view of the backward, for analyses of per-position parameter gradients (SPEC §9
+// gradient routing). Rows are slots b·S + stream·T + t (S = streams·T) from first_row on, or,
+// when readout is true (output norm, LM head), readout rows b·T + t.
+template <typename T>
+struct GradientObserver {
+  virtual ~GradientObserver() = default;
+  // The linear layer whose [out_dim, in_dim] weight starts at `param` in the flat parameter
+  // buffer: its weight gradient is Σ_r dout_rᵀ·in_r over these rows. in: [rows, in_dim],
+  // dout: [rows, out_dim], the gradient of the layer's output.
+  virtual void linear(int64_t param, const T* in, const T* dout, int64_t first_row, int64_t rows,
+                      int64_t in_dim, int64_t out_dim, bool readout) = 0;
+  // The RMSNorm gain at `param`: its gradient is Σ_r dout_r ⊙ (x_r · rstd_r).
+  virtual void norm(int64_t param, const T* x, const T* rstd, const T* dout, int64_t first_row,
+                    int64_t rows, int64_t dim, bool readout) = 0;
+  // The embedding table at `param`: row tokens[r] receives dout_r (all B·S slots).
+  virtual void embedding(int64_t param, const int32_t* tokens, const T* dout, int64_t rows,
+                         int64_t dim) = 0;
+};
+
+template <typename T>
+struct BackwardOptions {
+  // [B, T]: when set, d loss / d nll of readout row r is grad_scale · loss_weight[r] instead of
+  // grad_scale · keep[r] / Σ keep (one-hot weights backpropagate a single position's loss).
+  const double* loss_weight = nullptr;
+  GradientObserver<T>* observer = nullptr;
+};
+
 struct StepResult {
   double loss = 0;       // Σ nll·keep / Σ keep (0 when nothing counts)
   int64_t kept = 0;      // Σ keep
@@ -45,13 +72,19 @@ class Model {
   // forward when needed; call it up front to keep allocation out of the step loop.
   void reserve(int64_t batch, int64_t tokens);
   int64_t activation_bytes() const { return int64_t(acts_.size() * sizeof(T)); }
+  // Per-block activation recomputation: keep only each block's input from the forward and
+  // recompute the block's other activations just before its backward (one extra forward of
+  // the blocks, activation memory ≈ L·rows·d + one block's worth). Results are bit-identical.
+  void set_recompute(bool on);
+  bool recompute() const { return recompute_; }
   // Returns the activation plan's memory; the next forward plans again.
   void release_activations();
 
   // Read-only views of the last forward, for the prefill of cached generation
   // (model/decoder.h): layer l's q | k | v after RoPE, [B·S, 3d] stream-major, and the
   // residual stream after the last layer (before output_norm), [B·S, d].
-  const T* layer_qkv(int64_t l) const { return layer_acts_[l].qkv; }
+  // Needs recompute off (with it, every layer shares one qkv buffer).
+  const T* layer_qkv(int64_t l) const;
   const T* final_hidden() const { return h_out_; }
 
   // x, y: [B, T] token ids (validated against the vocabulary by the caller).
@@ -59,17 +92,22 @@ class Model {
                      const ForwardOptions& options = {});
   // forward, then gradients of grad_scale · loss added into grads().
   StepResult forward_backward(const int32_t* x, const int32_t* y, int64_t batch,
-                              int64_t tokens, double grad_scale = 1.0);
+                              int64_t tokens, double grad_scale = 1.0,
+                              const BackwardOptions<T>& backward = {});
 
  private:
   struct LayerActs {  // pointers into acts_, all [B·S, ·] stream-major
     T *h_in, *n1, *rstd1, *qkv, *att, *lse, *h_mid, *n2, *rstd2, *gate_up, *act;
   };
   StepResult run(const int32_t* x, const int32_t* y, int64_t B, int64_t T_, bool backward,
-                 double grad_scale, const ForwardOptions& options);
+                 double grad_scale, const ForwardOptions& options,
+                 const BackwardOptions<T>& backward_options);
   void lm_head(const int32_t* y, bool backward, double grad_scale, StepResult& result,
-               const ForwardOptions& options);
-  void backward_layers();
+               const ForwardOptions& options, const BackwardOptions<T>& backward_options);
+  // Block l's forward from layer_acts_[l].h_in; writes the block's output to h_next unless it
+  // is null (recomputation needs the block's activations only). Returns the attention pairs.
+  int64_t layer_forward(int64_t l, T* h_next);
+  void backward_layers(GradientObserver<T>* observer);
   ops::AttentionLayout attention_layout() const;
 
   ModelConfig config_;
@@ -82,6 +120,7 @@ class Model {
   std::vector<T> rope_cos_, rope_sin_;
   std::vector<T> acts_;
   int64_t planned_batch_ = 0, planned_tokens_ = 0;  // the shape acts_ was planned for
+  bool recompute_ = false;
   std::vector<LayerActs> layer_acts_;
   T *h_out_ = nullptr, *nf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *lse_head_ = nullptr,
     *nll_ = nullptr;
@@ -92,5 +131,9 @@ class Model {
 
 // Rows of the LM head computed at once (bounds the logits buffer to chunk × V).
 inline constexpr int64_t kLmHeadChunk = 256;
+
+// Bytes of the activation plan Model<float>::reserve(batch, tokens) allocates.
+int64_t planned_activation_bytes(const ModelConfig& config, int64_t batch, int64_t tokens,
+                                 bool recompute);
 
 }  // namespace sps

@@ -27,20 +27,6 @@ int64_t file_size(const std::string& path) {
 
 }  // namespace
 
-int64_t activation_bytes_estimate(const ModelConfig& c, int64_t B, int64_t T) {
-  // Mirrors Model::reserve: slices rounded up to 16 elements.
-  const int64_t rows = B * T * family_by_name(c.family).streams(), readout = B * T;
-  const int64_t d = c.hidden_size, F = c.intermediate_size, H = c.n_head, V = c.vocab_size;
-  auto slice = [](int64_t n) { return (n + 15) / 16 * 16; };
-  const int64_t layer = 5 * slice(rows * d) + 2 * slice(rows) + slice(rows * 3 * d) +
-                        slice(rows * H) + slice(rows * 2 * F) + slice(rows * F);
-  const int64_t rest = slice(rows * d) + slice(readout * d) + slice(readout) +
-                       slice(kLmHeadChunk * V) + 2 * slice(readout) + 2 * slice(rows * d) +
-                       slice(rows * 3 * d) + slice(rows * d) + slice(rows * 2 * F) +
-                       slice(rows * F) + slice(readout * d);
-  return (c.n_layer * layer + rest) * int64_t(sizeof(float));
-}
-
 double visible_attention_pairs(const ModelConfig& c, int64_t T) {
   const Family family = family_by_name(c.family);
   double pairs = 0;
@@ -77,7 +63,7 @@ TrainPlan make_train_plan(const TrainConfig& config, int ranks) {
   p.weight_bytes = p.parameters * int64_t(sizeof(float));
   p.grad_bytes = p.weight_bytes;
   p.optimizer_bytes = 2 * p.parameters * int64_t(sizeof(float));
-  p.activation_bytes = activation_bytes_estimate(c, B, T);
+  p.activation_bytes = planned_activation_bytes(c, B, T, config.system.recompute_activations);
   return p;
 }
 
@@ -114,9 +100,10 @@ std::string describe_train_plan(const TrainConfig& config, const TrainPlan& p) {
   else
     line(fmt::format("lr            constant {}", config.optimizer.learning_rate));
   line(fmt::format("memory        {} per process: weights {}, grads {}, AdamW {}, activations {} "
-                   "(micro-batch {})",
+                   "(micro-batch {}{})",
                    gib(p.memory_bytes()), gib(p.weight_bytes), gib(p.grad_bytes),
-                   gib(p.optimizer_bytes), gib(p.activation_bytes), t.micro_batch_size));
+                   gib(p.optimizer_bytes), gib(p.activation_bytes), t.micro_batch_size,
+                   config.system.recompute_activations ? ", recomputed per block" : ""));
   line(fmt::format("sampler       {} (chunks of {} windows, seed {}, start {})", t.sampler_type,
                    t.chunk_size_units, t.chunk_shuffle_seed, t.sampler_start_offset));
   line(fmt::format("validation    {} tokens at step 0, every {} tokens and at the end",

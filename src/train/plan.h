@@ -8,10 +8,6 @@
 
 namespace sps {
 
-// Bytes of the activation plan Model<float>::reserve(batch, tokens) makes (every layer's
-// saved activations, the backward's buffers and the LM head's chunk of logits).
-int64_t activation_bytes_estimate(const ModelConfig& config, int64_t batch, int64_t tokens);
-
 // Query-key pairs the SPEC §4 mask allows for one sequence of T tokens in one document,
 // summed over all layers and heads (what an exact attention computes at least).
 double visible_attention_pairs(const ModelConfig& config, int64_t tokens);

@@ -28,7 +28,7 @@ const std::vector<std::string> kOptimizerKeys = {"learning_rate", "weight_decay"
 const std::vector<std::string> kSchedulerKeys = {"warmup_tokens", "lr_decay_tokens", "min_lr",
                                                  "decay_lr"};
 const std::vector<std::string> kDataKeys = {"dataset", "train_bin", "val_bin", "dtype"};
-const std::vector<std::string> kSystemKeys = {"threads", "out_dir"};
+const std::vector<std::string> kSystemKeys = {"threads", "recompute_activations", "out_dir"};
 
 const std::vector<std::string>* section_keys(const std::string& section) {
   if (section == "training") return &kTrainingKeys;
@@ -255,6 +255,7 @@ TrainConfig parse(const YAML::Node& root, const std::string& source, bool resolv
 
   const Section system{root["system"], source, "system"};
   system.read("threads", &c.system.threads);
+  system.read("recompute_activations", &c.system.recompute_activations);
   system.read("out_dir", &c.system.out_dir);
   if (c.system.out_dir.empty()) c.system.out_dir = "runs/" + fs::path(source).stem().string();
   else if (!resolved) c.system.out_dir = expand_path(c.system.out_dir, source + ": system.out_dir");
@@ -381,6 +382,7 @@ std::string train_config_yaml(const TrainConfig& c) {
 
   out << YAML::Key << "system" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "threads" << YAML::Value << c.system.threads;
+  out << YAML::Key << "recompute_activations" << YAML::Value << c.system.recompute_activations;
   out << YAML::Key << "out_dir" << YAML::Value << c.system.out_dir;
   out << YAML::EndMap;
   out << YAML::EndMap;

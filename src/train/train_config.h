@@ -57,6 +57,7 @@ struct DataSettings {
 
 struct SystemSettings {
   int64_t threads = 0;  // OpenMP threads per process; 0 = OMP_NUM_THREADS or all cores
+  bool recompute_activations = false;  // per-block recomputation: less memory, one more forward
   std::string out_dir;  // the run folder; default runs/<recipe file name>
 };
 

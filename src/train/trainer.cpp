@@ -275,6 +275,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
 
   // ---- model, optimizer, state ----
   Model<float> model(mc);
+  model.set_recompute(config.system.recompute_activations);
   const ParamTable& table = model.params();
   const int64_t P = table.total();
   AdamW optimizer(table, config.optimizer);

@@ -166,23 +166,15 @@ TEST(TrainConfigTest, ResolvedYamlReadsBackIdentically) {
   EXPECT_EQ(trajectory_difference(other, c), "model.family is sps there, reverse_sps here");
 }
 
-TEST(Plan, ActivationEstimateMatchesTheModel) {
-  for (const char* family : {"standard", "sps", "delayed_state"}) {
-    ModelConfig c;
-    c.family = family;
-    c.n_layer = 3;
-    c.n_head = 2;
-    c.hidden_size = 16;
-    c.intermediate_size = 40;
-    c.vocab_size = 320;
-    c.block_size = 24;
-    c.eos_token_id = 300;
-    c.predict_token_id = 301;
-    c.pad_token_id = 319;
-    Model<float> model(c);
-    model.reserve(3, 24);
-    EXPECT_EQ(activation_bytes_estimate(c, 3, 24), model.activation_bytes()) << family;
-  }
+// The dry run's memory line reports the model's own activation plan, recomputation included.
+TEST(Plan, ActivationBytesFollowRecompute) {
+  TrainConfig c = load_train_config(kExperiments + "s_sps_w64_20b.yaml", {});
+  const int64_t stored = make_train_plan(c, 1).activation_bytes;
+  c.system.recompute_activations = true;
+  const int64_t recomputed = make_train_plan(c, 1).activation_bytes;
+  EXPECT_EQ(stored, planned_activation_bytes(c.model, c.training.micro_batch_size,
+                                             c.model.block_size, false));
+  EXPECT_LT(recomputed * 3, stored);  // 12 layers: one block's worth instead of twelve
 }
 
 TEST(Plan, PaperScaleNumbers) {
