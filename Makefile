@@ -3,11 +3,15 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 TOKENS ?= 262144
 
-.PHONY: deps build debug asan test test-release test-asan bench fuzz demo clean
+.PHONY: deps corpora build debug asan test test-release test-asan bench fuzz demo clean
 
 deps:
 	@bash scripts/install-deps.sh
 	@bash scripts/get-gpt2-files.sh && bash scripts/get-reference-tokenizer.sh
+
+# The local real corpora (docs/data.md); the tokenizer tests compare with GPT-2 on `edu`.
+corpora: deps
+	@bash scripts/get-corpora.sh
 
 build: deps
 	@cmake --preset release >/dev/null
@@ -21,7 +25,7 @@ asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 
-test-release: build
+test-release: build corpora
 	@cd build/release && ctest --output-on-failure -j $(JOBS)
 
 # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer. Whole-program

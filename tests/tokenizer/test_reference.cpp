@@ -273,6 +273,21 @@ std::vector<std::string> corpus_sample(size_t max_bytes) {
   return texts;
 }
 
+// Every file of the local `edu` corpus (scripts/get-corpora.sh), in path order.
+std::vector<std::string> edu_corpus() {
+  namespace fs = std::filesystem;
+  const fs::path root = sps_home() + "/corpora/edu";
+  std::vector<std::string> paths, texts;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return {};
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) paths.push_back(it->path().string());
+  std::sort(paths.begin(), paths.end());
+  for (const auto& p : paths) texts.push_back(testing::read_whole_file(p));
+  return texts;
+}
+
 class Gpt2Reference : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -295,6 +310,14 @@ TEST_F(Gpt2Reference, RealTextSample) {
   SPS_GPT2_OR_SKIP(gpt2);
   const std::vector<std::string> texts = corpus_sample(3 << 20);
   if (texts.empty()) GTEST_SKIP() << "no *.rst or *.txt files under /usr/share/doc";
+  compare_with_reference(gpt2, texts);
+}
+
+// The whole in-domain corpus the demo and the experiments train on (32 MB).
+TEST_F(Gpt2Reference, EduCorpusSlow) {
+  SPS_GPT2_OR_SKIP(gpt2);
+  const std::vector<std::string> texts = edu_corpus();
+  if (texts.empty()) GTEST_SKIP() << "no edu corpus under " << sps_home() << "/corpora (scripts/get-corpora.sh)";
   compare_with_reference(gpt2, texts);
 }
 
