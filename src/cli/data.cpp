@@ -36,7 +36,7 @@ void run_prepare(PrepareArgs args) {
   static const std::map<std::string, InputFormat> formats{
       {"auto", InputFormat::auto_detect}, {"text", InputFormat::text}, {"jsonl", InputFormat::jsonl}};
   args.options.format = formats.at(args.format);
-  args.options.dtype = args.dtype == "uint32" ? TokenDtype::uint32 : TokenDtype::uint16;
+  args.options.dtype = args.dtype == "uint32" ? TokenDType::uint32 : TokenDType::uint16;
   const BpeTokenizer tokenizer = BpeTokenizer::load(args.tokenizer);
   // Past a file-size limit (ulimit -f), let write() fail with EFBIG, so the error is reported
   // and the temporary files removed, instead of the process being killed.
@@ -73,7 +73,7 @@ void run_prepare(PrepareArgs args) {
                static_cast<unsigned long long>(report.train.tokens),
                static_cast<unsigned long long>(report.val.documents),
                static_cast<unsigned long long>(report.val.tokens), tokenizer.name().c_str(),
-               dtype_name(args.options.dtype), static_cast<size_t>(report.files),
+               token_dtype_name(args.options.dtype), static_cast<size_t>(report.files),
                report.text_bytes / 1e6, report.seconds,
                report.text_bytes / 1e6 / std::max(1e-9, report.seconds), report.threads);
   if (report.empty_documents)

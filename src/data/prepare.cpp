@@ -20,10 +20,8 @@ namespace sps {
 
 namespace fs = std::filesystem;
 
-const char* dtype_name(TokenDtype dtype) { return dtype == TokenDtype::uint32 ? "uint32" : "uint16"; }
-
-void check_token_dtype(uint32_t vocab_size, TokenDtype dtype) {
-  if (dtype == TokenDtype::uint16 && vocab_size > 65536)
+void check_token_dtype(uint32_t vocab_size, TokenDType dtype) {
+  if (dtype == TokenDType::uint16 && vocab_size > 65536)
     fail("the tokenizer has {} ids (up to {}), more than uint16 token files hold (ids up to "
          "65535); pass --dtype uint32",
          vocab_size, vocab_size - 1);
@@ -153,8 +151,8 @@ void encode_document(const PrepareOptions& options, const BpeTokenizer& tokenize
 }
 
 // Token ids as little-endian integers of the dtype, appended to `bytes`.
-void append_tokens(const std::vector<uint32_t>& tokens, TokenDtype dtype, std::string& bytes) {
-  const size_t width = dtype == TokenDtype::uint16 ? 2 : 4;
+void append_tokens(const std::vector<uint32_t>& tokens, TokenDType dtype, std::string& bytes) {
+  const size_t width = dtype == TokenDType::uint16 ? 2 : 4;
   const size_t old = bytes.size();
   bytes.resize(old + tokens.size() * width);
   auto* p = reinterpret_cast<unsigned char*>(bytes.data() + old);
@@ -195,7 +193,7 @@ nlohmann::ordered_json meta_json(const PrepareOptions& options, const BpeTokeniz
                        {"bytes", s.text_bytes}});
   return json{
       {"format", "headerless little-endian token ids, EOS after each document"},
-      {"dtype", dtype_name(options.dtype)},
+      {"dtype", token_dtype_name(options.dtype)},
       // The tokenizer's ids are below vocab_size (EOS included); the model's V is padded.
       {"vocab_size", tokenizer.vocab_size()},
       {"padded_vocab_size", tokenizer.padded_vocab_size()},

@@ -6,7 +6,7 @@
 // written in document order, so the output bytes do not depend on the thread count and
 // memory stays bounded by a few batches (plus the largest document). Every document is
 // followed by EOS. Token files are headerless little-endian uint16 (or uint32 with
-// TokenDtype::uint32). All three files are written under temporary names and renamed into
+// TokenDType::uint32). All three files are written under temporary names and renamed into
 // place only when everything succeeded, meta.json last; on any error nothing new is left
 // behind (a folder created by the run is removed again).
 #include <cstdint>
@@ -15,17 +15,14 @@
 #include <vector>
 
 #include "data/document_reader.h"
+#include "data/token_file.h"
 #include "tokenizer/bpe.h"
 
 namespace sps {
 
-enum class TokenDtype { uint16, uint32 };
-
-const char* dtype_name(TokenDtype dtype);
-
 // Refuses (UserError) a tokenizer whose ids do not fit the dtype: uint16 holds ids up to
 // 65535, so at most 65536 ids (vocab_size counts EOS; PREDICT and PAD never occur in data).
-void check_token_dtype(uint32_t vocab_size, TokenDtype dtype);
+void check_token_dtype(uint32_t vocab_size, TokenDType dtype);
 
 struct PrepareProgress {
   uint64_t file_bytes_done = 0, file_bytes_total = 0;  // on disk (compressed), for the ETA
@@ -43,7 +40,7 @@ struct PrepareOptions {
   bool split_blank_lines = false;
   double val_fraction = 0.0005;
   uint64_t seed = 1337;
-  TokenDtype dtype = TokenDtype::uint16;
+  TokenDType dtype = TokenDType::uint16;
   int threads = 0;  // 0: all cores
   bool overwrite = false;
   bool skip_bad_records = false;

@@ -209,19 +209,19 @@ TEST(Prepare, OutputDoesNotDependOnThreads) {
 }
 
 TEST(Prepare, DtypeChecks) {
-  EXPECT_NO_THROW(check_token_dtype(50257, TokenDtype::uint16));
-  EXPECT_NO_THROW(check_token_dtype(65536, TokenDtype::uint16));  // ids 0..65535
-  EXPECT_EQ(error_of([] { check_token_dtype(65537, TokenDtype::uint16); }),
+  EXPECT_NO_THROW(check_token_dtype(50257, TokenDType::uint16));
+  EXPECT_NO_THROW(check_token_dtype(65536, TokenDType::uint16));  // ids 0..65535
+  EXPECT_EQ(error_of([] { check_token_dtype(65537, TokenDType::uint16); }),
             "the tokenizer has 65537 ids (up to 65536), more than uint16 token files hold (ids "
             "up to 65535); pass --dtype uint32");
-  EXPECT_NO_THROW(check_token_dtype(1u << 20, TokenDtype::uint32));
+  EXPECT_NO_THROW(check_token_dtype(1u << 20, TokenDType::uint32));
 }
 
 TEST(Prepare, Uint32Output) {
   TempDir dir;
   write_whole_file(dir / "a.txt", "héllo");
   PrepareOptions options = options_for({dir / "a.txt"}, dir / "out");
-  options.dtype = TokenDtype::uint32;
+  options.dtype = TokenDType::uint32;
   prepare_data(options, testing::byte_tokenizer());
   EXPECT_EQ(testing::read_tokens(dir / "out/train.bin", 4), (Ids{'h', 0xc3, 0xa9, 'l', 'l', 'o', 256}));
   EXPECT_EQ(read_meta(dir / "out")["dtype"], "uint32");

@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "ops/cpu/attention_tiles.h"
+#include "ops/cpu/cpu_common.h"
 #include "ops/ops.h"
 #include "util/error.h"
 
@@ -61,19 +62,14 @@ int64_t attention_pair_count(const AttentionLayout& layout) {
 
 namespace {
 
+using cpu::kVecBytes;
+
 constexpr int64_t kTile = kAttentionQueryTile;
 constexpr int64_t kChunk = kAttentionKeyChunk;
 // Below this many flops (dense bound) a call stays on the calling thread: waking the team
 // costs more than the work, and far more when the cores are oversubscribed.
 constexpr double kParallelMinFlops = 1 << 22;
 
-#if defined(__AVX512F__)
-constexpr int kVecBytes = 64;
-#elif defined(__AVX__)
-constexpr int kVecBytes = 32;
-#else
-constexpr int kVecBytes = 16;
-#endif
 // Rows of the micro-kernel: rows × 4 accumulators + 4 B vectors must fit the register file.
 #if defined(__AVX512F__) || defined(__aarch64__)
 constexpr int kMicroRows = 6;

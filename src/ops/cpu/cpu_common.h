@@ -19,6 +19,16 @@ inline constexpr int64_t kParallelThreshold = 1 << 15;
 template <typename T>
 inline constexpr int kSimdLanes = 64 / sizeof(T);
 
+// Bytes of the widest vector register the build targets, for kernels written with GCC's
+// vector extensions.
+#if defined(__AVX512F__)
+inline constexpr int kVecBytes = 64;
+#elif defined(__AVX__)
+inline constexpr int kVecBytes = 32;
+#else
+inline constexpr int kVecBytes = 16;
+#endif
+
 // Scratch owned by the calling thread, grown on demand and kept, so a planned training step
 // allocates nothing after its first iteration. Contents are unspecified on return.
 template <typename T>

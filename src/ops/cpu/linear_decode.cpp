@@ -15,18 +15,13 @@
 namespace sps::ops {
 namespace {
 
+using cpu::kVecBytes;
+
 constexpr int64_t kMaxStreamRows = 16;
 // Software prefetch distance along a weight row (the rows are read once, so the hardware
 // prefetcher alone left ~20% of the bandwidth unused in measurements).
 constexpr int64_t kPrefetchBytes = 4096;
 
-#if defined(__AVX512F__)
-constexpr int kVecBytes = 64;
-#elif defined(__AVX__)
-constexpr int kVecBytes = 32;
-#else
-constexpr int kVecBytes = 16;
-#endif
 
 template <typename T>
 struct Vec {
