@@ -10,5 +10,6 @@ void register_data(CLI::App& app);
 void register_train(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_generate(CLI::App& app);
+void register_analyze(CLI::App& app);
 
 }  // namespace sps::cli

@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "cli/commands.h"
+#include "cli/model_files.h"
 #include "data/token_file.h"
 #include "eval/corpus.h"
 #include "eval/rolling.h"
@@ -84,36 +85,11 @@ struct Loaded {
   YAML::Node doc;
 };
 
-std::string checkpoint_folder(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) fail("--checkpoint {}: no such folder", dir);
-  if (fs::exists(fs::path(dir) / "model.safetensors", ec)) return dir;
-  if (fs::is_directory(fs::path(dir) / "checkpoints", ec)) {
-    const std::string newest = find_newest_checkpoint(dir);
-    if (newest.empty()) fail("--checkpoint {}: no complete checkpoint under its checkpoints/", dir);
-    return newest;
-  }
-  fail("--checkpoint {}: neither a checkpoint folder (model.safetensors) nor a run folder "
-       "(checkpoints/)",
-       dir);
-}
-
 Loaded load_model(const EvalArgs& a) {
   Loaded m;
-  if (!a.checkpoint.empty()) {
-    if (!a.weights.empty() || !a.config.empty())
-      fail("give either --checkpoint or --weights with --config, not both");
-    const std::string dir = checkpoint_folder(a.checkpoint);
-    m.weights_path = (fs::path(dir) / "model.safetensors").string();
-    m.config_path = (fs::path(dir) / "config.yaml").string();
-    std::error_code ec;
-    if (!fs::exists(m.config_path, ec)) fail("--checkpoint {}: config.yaml is missing", dir);
-  } else {
-    if (a.weights.empty() || a.config.empty())
-      fail("give --checkpoint DIR, or --weights FILE with --config FILE");
-    m.weights_path = a.weights;
-    m.config_path = a.config;
-  }
+  const ModelFiles files = resolve_model_files(a.checkpoint, a.weights, a.config);
+  m.weights_path = files.weights_path;
+  m.config_path = files.config_path;
   m.doc = load_yaml_file(m.config_path);
   const ModelConfig config = load_model_config(m.config_path, {});
   m.model = std::make_unique<Model<float>>(config);

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   sps::cli::register_train(app);
   sps::cli::register_eval(app);
   sps::cli::register_generate(app);
+  sps::cli::register_analyze(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

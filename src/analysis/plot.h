@@ -1,0 +1,28 @@
+#pragma once
+// Line figures through gnuplot (pngcairo): the analyses' Δℓ(p) and ratio(k) plots.
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sps::analysis {
+
+struct PlotSeries {
+  std::string title;
+  std::vector<std::pair<double, double>> points;
+};
+
+struct PlotSpec {
+  std::string title, xlabel, ylabel;
+  bool log_x = false;
+  double hline = 0;  // a thin reference line at this y
+  std::vector<PlotSeries> series;
+};
+
+// Whether `gnuplot` runs (checked before a long analysis, so a missing one fails early).
+bool gnuplot_available();
+
+// Renders `spec` as a PNG and writes it to `path` atomically; gnuplot failing is a
+// UserError with its first line of complaint.
+void write_plot_png(const std::string& path, const PlotSpec& spec);
+
+}  // namespace sps::analysis

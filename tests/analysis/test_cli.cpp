@@ -1,0 +1,147 @@
+// `sps analyze` as a program: JSON, table and figure on a micro checkpoint, and one clear
+// line with exit status 2 for bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/model_fixtures.h"
+#include "model/weights_io.h"
+#include "util/temp_dir.h"
+
+namespace sps::testing {
+namespace {
+
+const std::string kSpsBinary = SPS_BINARY;
+
+int run(const std::string& command, std::string* out) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return -1;
+  std::string text;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
+  const int status = ::pclose(pipe);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Two micro checkpoints (standard, sps w=2) with block_size 12 and a token file of
+// documents of 20 tokens.
+struct Fixture {
+  TempDir dir;
+  std::string data;
+  Fixture() {
+    for (const std::string family : {"standard", "sps"}) {
+      const ModelConfig c = micro_config(family, 2);
+      const std::string folder = dir.file(family);
+      std::filesystem::create_directories(folder);
+      write_whole_file(folder + "/config.yaml",
+                       "model:\n  family: " + family +
+                           "\n  n_layer: 2\n  n_head: 2\n  hidden_size: 16\n"
+                           "  intermediate_size: 24\n  vocab_size: 64\n  block_size: 12\n"
+                           "  window_size: 2\n  eos_token_id: 60\n  predict_token_id: 61\n"
+                           "  pad_token_id: 63\n");
+      Model<float> model(c);
+      randomize_weights(model, 3);
+      save_weights(folder + "/model.safetensors", model.params(), model.weights());
+    }
+    std::vector<uint16_t> tokens;
+    for (int doc = 0; doc < 6; ++doc) {
+      for (int i = 0; i < 19; ++i) tokens.push_back(uint16_t((doc * 7 + i * 3) % 60));
+      tokens.push_back(60);
+    }
+    data = dir.file("val.bin");
+    std::ofstream(data, std::ios::binary)
+        .write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
+  }
+  std::string analyze(const std::string& what) const {
+    return "'" + kSpsBinary + "' analyze " + what + " --quiet --checkpoint " + dir.file("standard") +
+           " --checkpoint " + dir.file("sps") + " --data " + data;
+  }
+};
+
+bool is_png(const std::string& path) { return read_whole_file(path).rfind("\x89PNG", 0) == 0; }
+
+TEST(AnalyzeCli, PersistentWindowWritesJsonTableAndFigure) {
+  Fixture f;
+  std::string out;
+  const int rc = run(f.analyze("persistent-window") + " --omega 4 --count 3 --bin-width 4 --out " +
+                         f.dir.file("pw.json"),
+                     &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("| model | family | ω |"), std::string::npos) << out;
+  const auto j = nlohmann::json::parse(read_whole_file(f.dir.file("pw.json")));
+  EXPECT_EQ(j["analysis"], "persistent_window");
+  ASSERT_EQ(j["models"].size(), 2u);
+  for (const auto& m : j["models"]) {
+    EXPECT_EQ(m["length"], 12);  // --length 2048 cut to block_size
+    EXPECT_EQ(m["sequences"], 3);
+    EXPECT_EQ(m["bins"].size(), 3u);
+    EXPECT_EQ(m["positions"]["delta"].size(), 12u);
+    EXPECT_EQ(m["positions"]["delta"][4], 0.0);
+    EXPECT_NE(m["mean_delta_beyond_omega"], 0.0);
+  }
+  EXPECT_EQ(j["models"][1]["family"], "sps");
+  EXPECT_TRUE(is_png(f.dir.file("pw.png")));
+}
+
+TEST(AnalyzeCli, GradientsWriteJsonTableAndFigure) {
+  Fixture f;
+  std::string out;
+  const int rc = run(f.analyze("gradients") + " --target-begin 2 --target-end 6 --count 2 --out " +
+                         f.dir.file("g.json") + " --figure " + f.dir.file("routing.png"),
+                     &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("| sps | input |"), std::string::npos) << out;
+  const auto j = nlohmann::json::parse(read_whole_file(f.dir.file("g.json")));
+  EXPECT_EQ(j["analysis"], "gradient_routing");
+  const auto& standard = j["models"][0];
+  EXPECT_EQ(standard["window"], 12);
+  EXPECT_EQ(standard["max_k"], 9);
+  EXPECT_EQ(standard["backwards"], 10);  // q = 2..11, one batch
+  EXPECT_EQ(standard["streams"]["standard"]["ratio"].size(), 9u);
+  EXPECT_EQ(standard["streams"]["standard"]["count"][0], 2 * 4);
+  const auto& sps = j["models"][1]["streams"];
+  EXPECT_TRUE(sps["input"]["persistent"].get<bool>());
+  EXPECT_TRUE(sps["predict"]["readout"].get<bool>());
+  EXPECT_GT(sps["input"]["ratio"][0].get<double>(), 0);
+  EXPECT_TRUE(is_png(f.dir.file("routing.png")));
+}
+
+TEST(AnalyzeCli, BadInputIsOneLineWithStatusTwo) {
+  Fixture f;
+  const std::string pw = f.analyze("persistent-window") + " --out " + f.dir.file("x.json");
+  const std::string gr = f.analyze("gradients") + " --out " + f.dir.file("x.json");
+  const std::string bin = "'" + kSpsBinary + "' analyze ";
+  const std::vector<std::string> bad = {
+      bin + "persistent-window --out " + f.dir.file("x.json"),  // no --checkpoint
+      bin + "gradients --checkpoint " + f.dir.file("nowhere") + " --out " + f.dir.file("x.json"),
+      bin + "gradients --target-begin 2 --checkpoint " + f.dir.file("sps") + " --out " +
+          f.dir.file("x.json"),  // no --data and no data.val_bin
+      pw + " --omega -1",
+      pw + " --source everywhere",
+      pw + " --count 0",
+      pw + " --out " + f.dir.file("no/such/folder/x.json"),
+      pw + " --label only-one",
+      pw + " --data " + f.dir.file("missing.bin"),
+      gr + " --target-begin 11",
+      gr + " --target-begin 5 --target-end 5",
+      gr + " --max-k 0",
+      gr + " --window abc",
+  };
+  for (const auto& command : bad) {
+    std::string out;
+    EXPECT_EQ(run(command, &out), 2) << command << "\n" << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << command << "\n" << out;
+    EXPECT_EQ(out.rfind("sps: ", 0), 0u) << out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(f.dir.file("x.json")));
+}
+
+}  // namespace
+}  // namespace sps::testing
