@@ -110,6 +110,18 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
 }
 
 template <typename T>
+void Decoder<T>::fork(int64_t row, const Decoder& source, int64_t source_row) {
+  SPS_ASSERT(source.V_ == V_ && source.Q_ == Q_ && source.d_ == d_);
+  SPS_ASSERT(0 <= row && row < shape_.batch && 0 <= source_row && source_row < source.shape_.batch);
+  SPS_ASSERT(source.next_position_[source_row] <= shape_.max_prompt_tokens);
+  cache_.copy_sequence(row, source.cache_, source_row);
+  next_position_[row] = source.next_position_[source_row];
+  last_token_[row] = source.last_token_[source_row];
+  std::copy_n(source.logits_.data() + source_row * V_, V_, logits_.data() + row * V_);
+  steps_ = 0;
+}
+
+template <typename T>
 void Decoder<T>::step(const int32_t* tokens) {
   const ModelConfig& c = model_.config();
   const ParamTable& table = model_.params();

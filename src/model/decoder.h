@@ -48,6 +48,13 @@ class Decoder {
   // row's last token; resets the step count.
   void prefill(const int32_t* prompts, int64_t P);
 
+  // Row `row` continues from row `source_row` of `source` (a decoder of the same model after
+  // its prefill): its cache, next position, last token and logits become that row's, as if
+  // this decoder had prefilled its prompt. The step count restarts at 0, so fork every row
+  // before stepping. The source's prompt must fit max_prompt_tokens. Lets the continuations
+  // of one prompt share a single prefill.
+  void fork(int64_t row, const Decoder& source, int64_t source_row);
+
   // Feeds tokens[b] (ids below the vocabulary) to row b at its next position and computes the
   // logits that predict the token after it. At most max_new_tokens steps per prefill.
   void step(const int32_t* tokens);

@@ -74,6 +74,36 @@ void KvCache<T>::set_lengths(int64_t b, int64_t persistent, int64_t pushed) {
 }
 
 template <typename T>
+void KvCache<T>::copy_sequence(int64_t b, const KvCache& source, int64_t from) {
+  const KvCacheShape& s = source.shape_;
+  SPS_ASSERT(s.layers == shape_.layers && s.heads == shape_.heads && s.head_dim == shape_.head_dim);
+  const int64_t persistent = source.persistent_len_[from], ring = source.ring_len_[from];
+  SPS_ASSERT(persistent <= shape_.persistent_capacity && ring <= shape_.ring_capacity);
+  const int64_t H = shape_.heads, D = shape_.head_dim;
+  // The source ring's oldest kept push sits at (pushed − length) mod capacity.
+  const int64_t oldest = ring > 0 ? (source.ring_pushed_[from] - ring) % s.ring_capacity : 0;
+  for (int64_t l = 0; l < shape_.layers; ++l)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t src_head = from * H + h, dst_head = b * H + h;
+      const auto copy_rows = [&](T* dst, const T* src, int64_t dst_cap, int64_t src_cap) {
+        std::memcpy(dst + dst_head * dst_cap * D, src + src_head * src_cap * D,
+                    sizeof(T) * persistent * D);
+      };
+      copy_rows(persistent_k(l), source.persistent_k(l), shape_.persistent_capacity,
+                s.persistent_capacity);
+      copy_rows(persistent_v(l), source.persistent_v(l), shape_.persistent_capacity,
+                s.persistent_capacity);
+      for (int64_t r = 0; r < ring; ++r) {
+        const int64_t src_row = src_head * s.ring_capacity + (oldest + r) % s.ring_capacity;
+        const int64_t dst_row = dst_head * shape_.ring_capacity + r;
+        std::memcpy(ring_k(l) + dst_row * D, source.ring_k(l) + src_row * D, sizeof(T) * D);
+        std::memcpy(ring_v(l) + dst_row * D, source.ring_v(l) + src_row * D, sizeof(T) * D);
+      }
+    }
+  set_lengths(b, persistent, ring);
+}
+
+template <typename T>
 void KvCache<T>::clear(int64_t b) {
   persistent_len_[b] = ring_len_[b] = ring_pushed_[b] = 0;
 }

@@ -57,6 +57,10 @@ class KvCache {
   // Sets the counts directly after a prefill wrote rows [0, persistent) and pushed `pushed`
   // windowed rows in order into ring rows 0, 1, … (pushed <= ring_capacity).
   void set_lengths(int64_t b, int64_t persistent, int64_t pushed);
+  // Makes sequence b a copy of sequence `from` of `source` (same layers, heads, head size;
+  // capacities may differ): its persistent rows and its ring's rows, oldest first, so one
+  // prefilled prompt can be continued in several sequences. The rows in use must fit.
+  void copy_sequence(int64_t b, const KvCache& source, int64_t from);
   // Forgets sequence b's document (the step after a consumed EOS).
   void clear(int64_t b);
   void clear_all();
