@@ -7,32 +7,44 @@
 
 namespace sps::eval {
 
+Scoring scoring_from_name(const std::string& name) {
+  if (name == "naive") return Scoring::naive;
+  if (name == "shared") return Scoring::shared;
+  fail("--scoring {}: expected naive or shared", name);
+}
+
+const char* scoring_name(Scoring scoring) { return scoring == Scoring::naive ? "naive" : "shared"; }
+
+CutRequest cut_request(const Request& r, const ModelConfig& cfg) {
+  const int64_t T = cfg.block_size, V = cfg.vocab_size;
+  if (r.continuation.empty()) fail("a request has an empty continuation");
+  CutRequest cut;
+  cut.seq = r.context.empty() ? std::vector<int32_t>{int32_t(cfg.eos_token_id)} : r.context;
+  cut.seq.insert(cut.seq.end(), r.continuation.begin(), r.continuation.end());
+  for (int32_t id : cut.seq)
+    if (id < 0 || id >= V) fail("token id {} is outside the model's vocabulary of {}", id, V);
+  if (int64_t(cut.seq.size()) > T + 1) cut.seq.erase(cut.seq.begin(), cut.seq.end() - (T + 1));
+  cut.scored = std::min<int64_t>(int64_t(r.continuation.size()), int64_t(cut.seq.size()) - 1);
+  return cut;
+}
+
+template <typename T>
+std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& requests,
+                                  int64_t batch, Scoring scoring, const Progress& progress) {
+  return scoring == Scoring::naive ? score_requests(model, requests, batch, progress)
+                                   : score_requests_shared(model, requests, batch, progress);
+}
+
 template <typename T>
 std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& requests,
                                   int64_t batch, const Progress& progress,
                                   int64_t logits_budget_bytes) {
   const ModelConfig& cfg = model.config();
-  const int64_t Tmax = cfg.block_size, V = cfg.vocab_size;
-  const int32_t eos = int32_t(cfg.eos_token_id), pad = int32_t(cfg.pad_token_id);
+  const int64_t V = cfg.vocab_size;
+  const int32_t pad = int32_t(cfg.pad_token_id);
   SPS_ASSERT(batch >= 1);
-  // Each request as its model row: inputs = seq[0, n − 1), targets = seq[1, n), where seq is
-  // (context or [EOS]) + continuation cut to its last T + 1 tokens.
-  struct Row {
-    std::vector<int32_t> seq;
-    int64_t scored;  // the last `scored` targets are the continuation's
-  };
-  std::vector<Row> rows(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const Request& r = requests[i];
-    if (r.continuation.empty()) fail("a request has an empty continuation");
-    std::vector<int32_t> seq = r.context.empty() ? std::vector<int32_t>{eos} : r.context;
-    seq.insert(seq.end(), r.continuation.begin(), r.continuation.end());
-    for (int32_t id : seq)
-      if (id < 0 || id >= V) fail("token id {} is outside the model's vocabulary of {}", id, V);
-    if (int64_t(seq.size()) > Tmax + 1) seq.erase(seq.begin(), seq.end() - (Tmax + 1));
-    rows[i].scored = std::min<int64_t>(int64_t(r.continuation.size()), int64_t(seq.size()) - 1);
-    rows[i].seq = std::move(seq);
-  }
+  std::vector<CutRequest> rows(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) rows[i] = cut_request(requests[i], cfg);
   std::vector<size_t> order(requests.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -98,6 +110,10 @@ std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& r
 
 template std::vector<Score> score_requests<float>(Model<float>&, const std::vector<Request>&,
                                                   int64_t, const Progress&, int64_t);
+template std::vector<Score> score_requests<float>(Model<float>&, const std::vector<Request>&,
+                                                  int64_t, Scoring, const Progress&);
+template std::vector<Score> score_requests<double>(Model<double>&, const std::vector<Request>&,
+                                                   int64_t, Scoring, const Progress&);
 template std::vector<Score> score_requests<double>(Model<double>&, const std::vector<Request>&,
                                                    int64_t, const Progress&, int64_t);
 

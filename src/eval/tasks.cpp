@@ -1,5 +1,6 @@
 #include "eval/tasks.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -270,18 +271,22 @@ TaskResult task_metrics(const TaskData& task, const std::vector<Score>& scores) 
 
 template <typename T>
 TaskResult run_task(Model<T>& model, const BpeTokenizer& tokenizer, const TaskData& task,
-                    int64_t batch, const Progress& progress) {
+                    int64_t batch, const Progress& progress, Scoring scoring) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto requests = task_requests(task, tokenizer);
-  const auto scores = score_requests(model, requests, batch, progress);
+  const int64_t items = int64_t(task.items.size()), total = int64_t(requests.size());
+  Progress in_items;
+  if (progress)
+    in_items = [&](int64_t done, int64_t) { progress(done * items / std::max<int64_t>(1, total), items); };
+  const auto scores = score_requests(model, requests, batch, scoring, in_items);
   TaskResult result = task_metrics(task, scores);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }
 
 template TaskResult run_task<float>(Model<float>&, const BpeTokenizer&, const TaskData&, int64_t,
-                                    const Progress&);
+                                    const Progress&, Scoring);
 template TaskResult run_task<double>(Model<double>&, const BpeTokenizer&, const TaskData&,
-                                     int64_t, const Progress&);
+                                     int64_t, const Progress&, Scoring);
 
 }  // namespace sps::eval
