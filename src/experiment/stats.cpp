@@ -2,6 +2,7 @@
 
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
+#include <limits>
 
 namespace sps::stats {
 
@@ -38,8 +39,7 @@ ConfidenceInterval t_confidence_interval(const std::vector<double>& values, doub
   ConfidenceInterval ci{mean(values), kNaN};
   if (values.size() < 2) return ci;
   const double n = double(values.size());
-  const double quantile =
-      boost::math::quantile(boost::math::students_t(n - 1), 1.0 - alpha / 2.0);
+  const double quantile = boost::math::quantile(boost::math::students_t(n - 1), 1.0 - alpha / 2.0);
   ci.half_width = quantile * sample_sd(values) / std::sqrt(n);
   return ci;
 }
@@ -56,8 +56,7 @@ WelchT welch_t(const std::vector<double>& a, const std::vector<double>& b) {
     return w;
   }
   w.t = w.difference / w.standard_error;
-  w.dof = (ua + ub) * (ua + ub) /
-          (ua * ua / double(a.size() - 1) + ub * ub / double(b.size() - 1));
+  w.dof = (ua + ub) * (ua + ub) / (ua * ua / double(a.size() - 1) + ub * ub / double(b.size() - 1));
   return w;
 }
 

@@ -1,0 +1,187 @@
+#include "experiment/report_figures.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace sps::report {
+
+namespace {
+
+constexpr double kMillion = 1e6;
+
+Figure titled_figure(std::string file, std::string title, std::string xlabel, std::string ylabel) {
+  Figure f;
+  f.file = std::move(file);
+  f.title = std::move(title);
+  f.xlabel = std::move(xlabel);
+  f.ylabel = std::move(ylabel);
+  return f;
+}
+
+// One colour per family; windows of a family differ by point and dash.
+std::string family_color(const std::string& family) {
+  if (family == "standard") return "#000000";
+  if (family == "2x_memory") return "#e69f00";
+  if (family == "delayed_state") return "#009e73";
+  if (family == "reverse_sps") return "#cc3311";
+  return "#0072b2";  // sps
+}
+
+FigureSeries series_for(const GroupSummary& g, const std::vector<int64_t>& windows) {
+  FigureSeries s;
+  s.title = group_label(g);
+  s.color = family_color(g.family);
+  const auto found = std::find(windows.begin(), windows.end(), g.window);
+  const int at = found == windows.end() ? 0 : int(found - windows.begin());
+  const int point_types[] = {7, 5, 9, 11, 13, 15};
+  s.point_type = point_types[at % 6];
+  s.dash_type = 1 + at % 5;
+  return s;
+}
+
+// The windows of the interleaved families in `cohorts`, ascending.
+std::vector<int64_t> interleaved_windows(const std::vector<const Cohort*>& cohorts) {
+  std::set<int64_t> windows;
+  for (const Cohort* c : cohorts)
+    for (const GroupSummary& g : c->groups)
+      if (g.family != "standard" && g.family != "2x_memory") windows.insert(g.window);
+  return {windows.begin(), windows.end()};
+}
+
+std::string cohort_title(const Cohort& c) {
+  return fmt::format("scale {}, {:.4g}M tokens", c.scale, double(c.tokens) / kMillion);
+}
+
+Figure val_nll_figure(const Cohort& c) {
+  Figure f = titled_figure("val_nll_" + cohort_id(c) + ".png",
+                           "validation NLL, mean over seeds (" + cohort_title(c) + ")",
+                           "tokens (millions)", "val NLL (nats/token)");
+  const std::vector<int64_t> windows = interleaved_windows({&c});
+  for (const GroupSummary& g : c.groups) {
+    FigureSeries s = series_for(g, windows);
+    for (const ValPoint& p : g.mean_curve)
+      s.points.push_back({double(p.tokens) / kMillion, p.val_nll});
+    f.series.push_back(std::move(s));
+  }
+  return f;
+}
+
+bool interleaved_ablation_family(const std::string& family) {
+  return family == "sps" || family == "delayed_state" || family == "reverse_sps";
+}
+
+std::optional<Figure> window_figure(const Cohort& c) {
+  std::set<int64_t> windows;
+  std::vector<std::string> families;
+  for (const GroupSummary& g : c.groups) {
+    if (!interleaved_ablation_family(g.family)) continue;
+    const auto n = std::count_if(c.groups.begin(), c.groups.end(),
+                                 [&](const GroupSummary& o) { return o.family == g.family; });
+    if (n < 2) continue;
+    windows.insert(g.window);
+    if (std::find(families.begin(), families.end(), g.family) == families.end())
+      families.push_back(g.family);
+  }
+  if (families.empty()) return std::nullopt;
+  Figure f = titled_figure("window_ablation_" + cohort_id(c) + ".png",
+                           "final val NLL against window (" + cohort_title(c) + ")", "window w",
+                           "final val NLL, mean over seeds");
+  const std::vector<int64_t> order(windows.begin(), windows.end());
+  for (int64_t w : order) f.categories.push_back(std::to_string(w));
+  for (const std::string& family : families) {
+    FigureSeries s;
+    s.title = family;
+    s.color = family_color(family);
+    for (const GroupSummary& g : c.groups)
+      if (g.family == family) {
+        const auto at = std::find(order.begin(), order.end(), g.window) - order.begin();
+        s.points.push_back({double(at), g.val_nll.mean});
+      }
+    f.series.push_back(std::move(s));
+  }
+  if (c.standard >= 0) {
+    f.reference_y = c.groups[c.standard].val_nll.mean;
+    f.reference_title = "standard";
+  }
+  return f;
+}
+
+std::optional<Figure> gap_figure(const Cohort& c) {
+  if (c.standard < 0) return std::nullopt;
+  Figure f = titled_figure("gap_" + cohort_id(c) + ".png",
+                           "val NLL minus standard's (" + cohort_title(c) + ")",
+                           "tokens (millions)", "val NLL gap to standard (below 0: better)");
+  const std::vector<int64_t> windows = interleaved_windows({&c});
+  for (const GroupSummary& g : c.groups) {
+    if (g.family == "standard" || g.gap.empty()) continue;
+    FigureSeries s = series_for(g, windows);
+    for (const GapPoint& p : g.gap) s.points.push_back({double(p.tokens) / kMillion, p.gap});
+    f.series.push_back(std::move(s));
+  }
+  if (f.series.empty()) return std::nullopt;
+  f.reference_y = 0;
+  f.reference_title = "standard";
+  return f;
+}
+
+std::optional<Figure> accuracy_figure(const std::vector<Cohort>& cohorts) {
+  Figure f = titled_figure("accuracy_gain.png", "Task Accuracy gain over standard by scale",
+                           "scale (token budget)", "Task Accuracy − standard's (points)");
+  std::vector<const Cohort*> all;
+  for (const Cohort& c : cohorts) all.push_back(&c);
+  const std::vector<int64_t> windows = interleaved_windows(all);
+  for (const Cohort& c : cohorts) {
+    bool used = false;
+    for (const GroupSummary& g : c.groups) {
+      if (g.family == "standard" || std::isnan(g.delta_task_accuracy)) continue;
+      const std::string title = group_label(g);
+      auto s = std::find_if(f.series.begin(), f.series.end(),
+                            [&](const FigureSeries& x) { return x.title == title; });
+      if (s == f.series.end()) s = f.series.insert(f.series.end(), series_for(g, windows));
+      s->points.push_back({double(f.categories.size()), 100 * g.delta_task_accuracy});
+      used = true;
+    }
+    if (used)
+      f.categories.push_back(fmt::format("{} ({:.4g}M)", c.scale, double(c.tokens) / kMillion));
+  }
+  if (f.series.empty()) return std::nullopt;
+  f.reference_y = 0;
+  f.reference_title = "standard";
+  return f;
+}
+
+}  // namespace
+
+std::vector<Figure> plan_figures(const std::vector<Cohort>& cohorts,
+                                 std::vector<std::string>& skipped) {
+  std::vector<Figure> figures;
+  for (const Cohort& c : cohorts) {
+    figures.push_back(val_nll_figure(c));
+    if (auto f = window_figure(c))
+      figures.push_back(std::move(*f));
+    else
+      skipped.push_back(
+          fmt::format("window ablation ({}): no interleaved family has runs at two "
+                      "or more windows",
+                      cohort_title(c)));
+    if (auto f = gap_figure(c))
+      figures.push_back(std::move(*f));
+    else
+      skipped.push_back(
+          fmt::format("gap to standard ({}): no standard group, or no evaluation "
+                      "points shared with it",
+                      cohort_title(c)));
+  }
+  if (auto f = accuracy_figure(cohorts))
+    figures.push_back(std::move(*f));
+  else
+    skipped.push_back(
+        "accuracy gain by scale: no Task Accuracy (eval.json summary) next to a "
+        "standard group");
+  return figures;
+}
+
+}  // namespace sps::report

@@ -1,0 +1,123 @@
+// results.json: the report's numbers, machine-readable; null where a number is missing.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "experiment/report_content.h"
+
+namespace sps::report {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json number(double value) {
+  return std::isfinite(value) ? ordered_json(value) : ordered_json();
+}
+
+ordered_json run_json(const RunResults& r, const GroupSummary* standard) {
+  const double nan = RunResults::kMissing;
+  const double standard_nll = standard ? standard->val_nll.mean : nan;
+  return {{"name", r.record.name},
+          {"seed", r.record.seed},
+          {"recipe", r.record.recipe},
+          {"overrides", r.record.overrides},
+          {"final_val_nll", number(r.final_val_nll)},
+          {"delta_val_nll_vs_standard", number(r.final_val_nll - standard_nll)},
+          {"corpus_nll", number(r.corpus_nll)},
+          {"task_accuracy", number(r.task_accuracy)},
+          {"train_tokens_per_second_median", number(r.train_tokens_per_second)},
+          {"peak_rss_bytes", number(r.peak_rss_bytes)},
+          {"decode_tokens_per_second", number(r.decode_tokens_per_second)},
+          {"kv_cache_bytes", number(r.kv_cache_bytes)}};
+}
+
+ordered_json group_json(const GroupSummary& g, const GroupSummary* standard) {
+  ordered_json runs = ordered_json::array();
+  for (const RunResults* r : g.runs) runs.push_back(run_json(*r, standard));
+  ordered_json gap = ordered_json::array();
+  for (const GapPoint& p : g.gap) gap.push_back({{"tokens", p.tokens}, {"gap", p.gap}});
+  ordered_json curve = ordered_json::array();
+  for (const ValPoint& p : g.mean_curve)
+    curve.push_back({{"tokens", p.tokens}, {"val_nll", p.val_nll}});
+  return {{"group", g.name},
+          {"label", group_label(g)},
+          {"family", g.family},
+          {"window", g.window},
+          {"seeds", g.runs.size()},
+          {"final_val_nll",
+           {{"values", g.final_val_nlls},
+            {"mean", number(g.val_nll.mean)},
+            {"sd", number(g.val_nll_sd)},
+            {"ci_half_width", number(g.val_nll.half_width)},
+            {"ci_low", number(g.val_nll.low())},
+            {"ci_high", number(g.val_nll.high())}}},
+          {"delta_val_nll", number(g.delta_val_nll)},
+          {"corpus_nll", number(g.corpus_nll)},
+          {"delta_corpus_nll", number(g.delta_corpus_nll)},
+          {"task_accuracy", number(g.task_accuracy)},
+          {"delta_task_accuracy", number(g.delta_task_accuracy)},
+          {"train_tokens_per_second", number(g.train_tokens_per_second)},
+          {"train_throughput_ratio", number(g.train_throughput_ratio)},
+          {"peak_rss_bytes", number(g.peak_rss_bytes)},
+          {"peak_memory_ratio", number(g.peak_memory_ratio)},
+          {"decode_tokens_per_second", number(g.decode_tokens_per_second)},
+          {"decode_ratio", number(g.decode_ratio)},
+          {"kv_cache_bytes", number(g.kv_cache_bytes)},
+          {"kv_ratio", number(g.kv_ratio)},
+          {"tokens_to_reach_standard", number(g.tokens_to_reach_standard)},
+          {"crossovers", g.crossovers},
+          {"val_nll_curve", curve},
+          {"gap_to_standard", gap},
+          {"runs", runs}};
+}
+
+ordered_json test_json(const SeedTest& t, double margin) {
+  return {{"sps", t.sps_group},
+          {"other", t.other_group},
+          {"difference", number(t.welch.difference)},
+          {"welch_t", number(t.welch.t)},
+          {"dof", number(t.welch.dof)},
+          {"p_sps_lower", number(t.p_sps_lower)},
+          {"tost",
+           {{"margin", margin},
+            {"p_above_lower", number(t.tost.p_above_lower)},
+            {"p_below_upper", number(t.tost.p_below_upper)},
+            {"equivalent", t.tost.equivalent}}}};
+}
+
+}  // namespace
+
+std::string results_json(const ReportContent& content) {
+  ordered_json cohorts = ordered_json::array();
+  for (const Cohort& c : content.cohorts) {
+    const GroupSummary* standard = c.standard >= 0 ? &c.groups[c.standard] : nullptr;
+    ordered_json groups = ordered_json::array();
+    for (const GroupSummary& g : c.groups) groups.push_back(group_json(g, standard));
+    ordered_json tests = ordered_json::array();
+    for (const SeedTest& t : c.tests) tests.push_back(test_json(t, content.options.tost_margin));
+    cohorts.push_back({{"id", cohort_id(c)},
+                       {"scale", c.scale},
+                       {"tokens", c.tokens},
+                       {"standard", standard ? ordered_json(standard->name) : ordered_json()},
+                       {"groups", groups},
+                       {"tests", tests},
+                       {"untested_for_lack_of_seeds", c.untested}});
+  }
+  ordered_json incomplete = ordered_json::array();
+  for (const RunRecord& r : content.incomplete)
+    incomplete.push_back(
+        {{"name", r.name}, {"group", r.group}, {"status", r.status}, {"error", r.error}});
+  ordered_json figures = ordered_json::array();
+  for (const DrawnFigure& f : content.figures)
+    figures.push_back({{"file", f.file}, {"title", f.title}});
+  const ordered_json j = {{"alpha", content.options.alpha},
+                          {"tost_margin", content.options.tost_margin},
+                          {"runs_done", content.done.size()},
+                          {"runs_incomplete", incomplete},
+                          {"cohorts", cohorts},
+                          {"figures", figures},
+                          {"notes", content.notes}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace sps::report

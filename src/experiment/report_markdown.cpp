@@ -1,0 +1,164 @@
+// results.md: one table per scale and token budget, the seed tests, the crossover lines,
+// the runs, and the figures.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "experiment/report_content.h"
+
+namespace sps::report {
+
+namespace {
+
+constexpr const char* kMissing = "—";
+
+std::string fixed(double x, int digits) {
+  return std::isfinite(x) ? fmt::format("{:.{}f}", x, digits) : kMissing;
+}
+std::string signed_fixed(double x, int digits) {
+  return std::isfinite(x) ? fmt::format("{:+.{}f}", x, digits) : kMissing;
+}
+std::string ratio(double x) { return std::isfinite(x) ? fmt::format("{:.3f}×", x) : kMissing; }
+std::string percent(double fraction) {
+  return std::isfinite(fraction) ? fmt::format("{:.2f}%", 100 * fraction) : kMissing;
+}
+std::string mebibytes(double bytes) {
+  return std::isfinite(bytes) ? fmt::format("{:.1f}", bytes / 1048576.0) : kMissing;
+}
+
+std::string tokens(double n) {
+  if (!std::isfinite(n)) return kMissing;
+  if (n >= 1e9) return fmt::format("{:.3g}B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.3g}M", n / 1e6);
+  if (n >= 1e3) return fmt::format("{:.3g}k", n / 1e3);
+  return fmt::format("{:.0f}", n);
+}
+
+std::string window_cell(const GroupSummary& g) {
+  return g.family == "standard" ? kMissing : std::to_string(g.window);
+}
+
+std::string reach_cell(const GroupSummary& g, const Cohort& c) {
+  if (c.standard < 0) return kMissing;
+  if (std::isnan(g.tokens_to_reach_standard)) return "not reached";
+  return fmt::format("{} ({:.2f}×)", tokens(g.tokens_to_reach_standard),
+                     g.tokens_to_reach_standard / double(c.tokens));
+}
+
+std::string group_table(const Cohort& c, int ci_percent) {
+  std::string md = fmt::format(
+      "| family | window | seeds | val NLL (mean ± {}% CI) | Δ vs standard | Corpus NLL | "
+      "Task Acc | train tok/s ratio | peak mem ratio | decode tok/s ratio | KV bytes ratio | "
+      "tokens to reach standard |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      ci_percent);
+  for (const GroupSummary& g : c.groups) {
+    const std::string nll = g.runs.size() < 2
+                                ? fixed(g.val_nll.mean, 4)
+                                : fixed(g.val_nll.mean, 4) + " ± " + fixed(g.val_nll.half_width, 4);
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", g.family,
+                      window_cell(g), g.runs.size(), nll, signed_fixed(g.delta_val_nll, 4),
+                      fixed(g.corpus_nll, 4), percent(g.task_accuracy),
+                      ratio(g.train_throughput_ratio), ratio(g.peak_memory_ratio),
+                      ratio(g.decode_ratio), ratio(g.kv_ratio), reach_cell(g, c));
+  }
+  return md;
+}
+
+std::string seed_tests(const Cohort& c, const ReportOptions& o) {
+  std::string md = fmt::format(
+      "\nSeed tests on final val NLL: one-sided Welch t-test (H1: sps is lower; Welch–"
+      "Satterthwaite d.o.f.) and TOST equivalence within ±{} (both one-sided p < {}).\n\n",
+      o.tost_margin, o.alpha);
+  if (!c.tests.empty()) {
+    md +=
+        "| sps | against | Δ mean | t | d.o.f. | p (sps lower) | TOST p (> −margin, < +margin) "
+        "| equivalent |\n|---|---|---|---|---|---|---|---|\n";
+    for (const SeedTest& t : c.tests)
+      md += fmt::format(
+          "| {} | {} | {} | {} | {} | {} | {}, {} | {} |\n", t.sps_label, t.other_label,
+          signed_fixed(t.welch.difference, 4), fixed(t.welch.t, 3), fixed(t.welch.dof, 2),
+          fmt::format("{:.3g}", t.p_sps_lower), fmt::format("{:.3g}", t.tost.p_above_lower),
+          fmt::format("{:.3g}", t.tost.p_below_upper), t.tost.equivalent ? "yes" : "no");
+  }
+  if (!c.untested.empty()) {
+    md += "\nThe tests need ≥ 2 seeds in both groups; not tested: ";
+    for (size_t i = 0; i < c.untested.size(); ++i) md += (i ? ", " : "") + c.untested[i];
+    md += ".\n";
+  }
+  if (c.tests.empty() && c.untested.empty()) md += "No sps group to test against another family.\n";
+  return md;
+}
+
+std::string crossover_line(const GroupSummary& g) {
+  const std::string name = group_label(g);
+  if (g.gap.empty()) return fmt::format("- {}: no evaluation points shared with standard.\n", name);
+  const double end = g.gap.back().gap;
+  const std::string side = end < 0 ? "below" : end > 0 ? "above" : "level with";
+  if (g.crossovers.empty())
+    return fmt::format(
+        "- {}: no crossover; {} standard throughout ({} shared points, gap at the "
+        "end {}).\n",
+        name, side, g.gap.size(), signed_fixed(end, 4));
+  std::string at;
+  for (size_t i = 0; i < g.crossovers.size(); ++i) at += (i ? ", " : "") + tokens(g.crossovers[i]);
+  return fmt::format("- {}: crosses standard at {} tokens; {} it at the end (gap {}).\n", name, at,
+                     side, signed_fixed(end, 4));
+}
+
+std::string runs_table(const Cohort& c) {
+  std::string md =
+      "| run | seed | final val NLL | Corpus NLL | Task Acc | train tok/s (median) | peak MiB | "
+      "decode tok/s | KV MiB |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const GroupSummary& g : c.groups)
+    for (const RunResults* r : g.runs)
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r->record.name,
+                        r->record.seed, fixed(r->final_val_nll, 4), fixed(r->corpus_nll, 4),
+                        percent(r->task_accuracy), fixed(r->train_tokens_per_second, 0),
+                        mebibytes(r->peak_rss_bytes), fixed(r->decode_tokens_per_second, 1),
+                        mebibytes(r->kv_cache_bytes));
+  return md;
+}
+
+std::string cohort_section(const Cohort& c, const ReportOptions& o) {
+  const int ci_percent = int(std::lround(100 * (1 - o.alpha)));
+  std::string md = fmt::format("\n## Scale {}, {} tokens\n\n", c.scale, tokens(double(c.tokens)));
+  if (c.standard < 0) md += "No standard group at this scale and budget: no deltas or ratios.\n\n";
+  md += group_table(c, ci_percent);
+  md += seed_tests(c, o);
+  if (c.standard >= 0) {
+    md += "\nGap to standard along training (val NLL difference at shared evaluation points):\n\n";
+    for (const GroupSummary& g : c.groups)
+      if (&g != &c.groups[c.standard]) md += crossover_line(g);
+  }
+  md += "\n";
+  md += runs_table(c);
+  return md;
+}
+
+}  // namespace
+
+std::string results_markdown(const ReportContent& content) {
+  const ReportOptions& o = content.options;
+  std::string md = "# Experiment results\n\n";
+  md += fmt::format(
+      "{} finished run(s), {} incomplete. Final val NLL is the last validation of each run's "
+      "training; ± is the two-sided {:.0f}% t-interval over seeds (n − 1 d.o.f.). Δ and ratios "
+      "compare group means with the standard group of the same scale and token budget; "
+      "\"tokens to reach standard\" is where the group's mean val-NLL curve first reaches "
+      "standard's final val NLL (linear interpolation), with its fraction of the budget.\n",
+      content.done.size(), content.incomplete.size(), 100 * (1 - o.alpha));
+  if (content.cohorts.empty()) md += "\nNo finished run yet: nothing to compare.\n";
+  for (const Cohort& c : content.cohorts) md += cohort_section(c, o);
+  if (!content.incomplete.empty()) {
+    md += "\n## Incomplete runs (left out of the statistics)\n\n";
+    for (const RunRecord& r : content.incomplete)
+      md += fmt::format("- {}: {}{}\n", r.name, r.status, r.error.empty() ? "" : " — " + r.error);
+  }
+  if (!content.figures.empty() || !content.notes.empty()) md += "\n## Figures\n\n";
+  for (const DrawnFigure& f : content.figures) md += fmt::format("![{}]({})\n\n", f.title, f.file);
+  for (const std::string& note : content.notes) md += "- " + note + "\n";
+  return md;
+}
+
+}  // namespace sps::report
