@@ -20,6 +20,7 @@ struct StepBenchOptions {
   int steps = 3;
   uint64_t seed = 1337;
   bool json = false;   // one JSON object instead of the table
+  bool forward_only = false;  // time the forward alone (no backward), e.g. against `sps eval`
 };
 
 void run_step_bench(const StepBenchOptions& options);

@@ -27,19 +27,25 @@ void run_step_bench(const StepBenchOptions& o) {
   for (auto& t : x) t = int32_t(rng.below(uint64_t(c.eos_token_id)));
   for (auto& t : y) t = int32_t(rng.below(uint64_t(c.eos_token_id)));
 
+  // --forward-only: the forward alone, as evaluation runs it (the loss is the full step's).
+  const auto step_once = [&] {
+    return o.forward_only ? model.forward(x.data(), y.data(), B, T)
+                          : model.forward_backward(x.data(), y.data(), B, T);
+  };
   StepResult result;
-  for (int i = 0; i < o.warmup; ++i) result = model.forward_backward(x.data(), y.data(), B, T);
+  for (int i = 0; i < o.warmup; ++i) result = step_once();
   std::vector<double> seconds;
   seconds.reserve(o.steps);  // so the count below sees only the steps' own allocations
   const int64_t allocations_before = allocation_count();
   for (int i = 0; i < o.steps; ++i) {
     const double t0 = now_seconds();
-    result = model.forward_backward(x.data(), y.data(), B, T);
+    result = step_once();
     seconds.push_back(now_seconds() - t0);
   }
   const int64_t step_allocations = (allocation_count() - allocations_before) / std::max(1, o.steps);
   const double step = median(seconds);
-  const double flops = training_step_flops(c, B, T, result.attention_pairs);
+  // The backward costs twice the forward (model/flops.h).
+  const double flops = training_step_flops(c, B, T, result.attention_pairs) / (o.forward_only ? 3 : 1);
   const double gflops = flops / step / 1e9;
   const double pairs_ratio = double(result.attention_pairs) / dense_causal_pairs(c, B, T);
 
@@ -61,8 +67,9 @@ void run_step_bench(const StepBenchOptions& o) {
   fmt::print("family {} (w={})  L={} d={} H={} F={} V={}  params {:.2f}M\n", c.family,
              c.window_size, c.n_layer, c.hidden_size, c.n_head, c.intermediate_size,
              c.vocab_size, double(c.parameter_count()) / 1e6);
-  fmt::print("micro-batch {} x {} tokens, {} threads, median of {} steps after {} warm-up\n", B,
-             T, omp_get_max_threads(), o.steps, o.warmup);
+  fmt::print("micro-batch {} x {} tokens, {} threads, median of {} {} after {} warm-up\n", B,
+             T, omp_get_max_threads(), o.steps, o.forward_only ? "forwards (no backward)" : "steps",
+             o.warmup);
   fmt::print("  step time            {:.3f} s\n", step);
   fmt::print("  input tokens/s       {:.0f}\n", double(B * T) / step);
   fmt::print("  model GFLOP/s        {:.1f}  ({:.0f}% of sgemm {:.1f} GFLOP/s)\n", gflops,

@@ -47,6 +47,8 @@ void register_bench(CLI::App& app) {
   step->add_option("--warmup", options.warmup, "untimed steps")->check(CLI::Range(0, 100));
   step->add_option("--steps", options.steps, "timed steps")->check(CLI::Range(1, 1000));
   step->add_flag("--json", options.json, "print one JSON object");
+  step->add_flag("--forward-only", options.forward_only,
+                 "time the forward alone (no backward; FLOPs count the forward only)");
   step->callback([] {
     options.config = load_model_config(config_path, overrides);
     if (options.tokens > options.config.block_size)

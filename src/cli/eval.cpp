@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct EvalArgs {
-  std::string checkpoint, weights, config, tokenizer, tasks, suite, out;
+  std::string checkpoint, weights, config, tokenizer, tasks, suite, out, scoring = "shared";
   std::vector<std::string> task_files;
   int64_t batch = 8;
   int64_t limit = 0;
@@ -51,11 +51,12 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// A progress bar redrawn on stderr when it is a terminal.
+// A progress bar with the rate in `unit`s per second, redrawn on stderr when it is a terminal.
 class ProgressBar {
  public:
-  ProgressBar(std::string label, bool enabled)
-      : label_(std::move(label)), live_(enabled && ::isatty(STDERR_FILENO)), t0_(Clock::now()) {}
+  ProgressBar(std::string label, std::string unit, bool enabled)
+      : label_(std::move(label)), unit_(std::move(unit)), live_(enabled && ::isatty(STDERR_FILENO)),
+        t0_(Clock::now()) {}
   ~ProgressBar() {
     if (live_ && shown_) std::fprintf(stderr, "\r\033[K");
   }
@@ -63,9 +64,11 @@ class ProgressBar {
     if (!live_) return;
     const int width = 30;
     const int fill = total > 0 ? int(double(width) * double(done) / double(total)) : width;
-    std::fprintf(stderr, "\r\033[K%-16s [%s%s] %lld/%lld  %.1f s", label_.c_str(),
+    const double seconds = seconds_since(t0_);
+    std::fprintf(stderr, "\r\033[K%-16s [%s%s] %lld/%lld  %.1f s  %.1f %s/s", label_.c_str(),
                  std::string(size_t(fill), '#').c_str(), std::string(size_t(width - fill), ' ').c_str(),
-                 (long long)done, (long long)total, seconds_since(t0_));
+                 (long long)done, (long long)total, seconds,
+                 seconds > 0 ? double(done) / seconds : 0.0, unit_.c_str());
     std::fflush(stderr);
     shown_ = true;
   }
@@ -74,7 +77,7 @@ class ProgressBar {
   }
 
  private:
-  std::string label_;
+  std::string label_, unit_;
   bool live_, shown_ = false;
   Clock::time_point t0_;
 };
@@ -156,29 +159,15 @@ ValResult run_val(Model<float>& model, const std::string& path, const std::strin
   if (file.size() < T + 1)
     fail("{}: {} tokens, fewer than one window of block_size + 1 = {}", path, file.size(), T + 1);
   const auto starts = validation_windows(file.size(), T, total_tokens, seed);
-  // Σ NLL over kept terms / Σ kept, as the trainer's validation (SPEC §5–§6).
   std::vector<int32_t> x(size_t(batch * T)), y(size_t(batch * T)), row(size_t(T + 1));
-  ProgressBar bar("val", !quiet);
+  ProgressBar bar("val", "windows", !quiet);
   const auto t0 = Clock::now();
-  double nll_sum = 0;
-  int64_t kept = 0;
   model.reserve(batch, T);
-  for (size_t first = 0; first < starts.size(); first += size_t(batch)) {
-    const int64_t b = std::min<int64_t>(batch, int64_t(starts.size() - first));
-    for (int64_t k = 0; k < b; ++k) {
-      file.read(starts[first + size_t(k)], T + 1, row.data(), V);
-      std::copy(row.begin(), row.begin() + T, x.begin() + k * T);
-      std::copy(row.begin() + 1, row.end(), y.begin() + k * T);
-    }
-    const StepResult r = model.forward(x.data(), y.data(), b, T);
-    nll_sum += r.nll_sum;
-    kept += r.kept;
-    bar(int64_t(first) + b, int64_t(starts.size()));
-  }
+  const double nll = pooled_nll(model, file, starts, batch, x, y, row, bar.fn());
   ValResult v;
   v.path = path;
   v.seconds = seconds_since(t0);
-  v.nll = kept > 0 ? nll_sum / double(kept) : 0;
+  v.nll = nll;
   v.windows = int64_t(starts.size());
   v.tokens = v.windows * T;
   v.tokens_per_second = v.seconds > 0 ? double(v.tokens) / v.seconds : 0;
@@ -211,6 +200,7 @@ std::string suite_dir() { return sps_home() + "/eval-suite"; }
 
 void run_eval(const EvalArgs& a) {
   if (a.batch < 1) fail("--batch must be at least 1");
+  const eval::Scoring scoring = eval::scoring_from_name(a.scoring);
   std::vector<std::string> tasks = split_list(a.tasks);
   std::map<std::string, std::string> task_files;
   for (const auto& spec : a.task_files) {
@@ -298,7 +288,7 @@ void run_eval(const EvalArgs& a) {
       const auto [name, path] = name_path(t.substr(7), "corpus");
       auto docs = eval::read_corpus(path);
       if (a.limit > 0 && int64_t(docs.size()) > a.limit) docs.resize(size_t(a.limit));
-      ProgressBar bar("corpus " + name, !a.quiet);
+      ProgressBar bar("corpus " + name, "windows", !a.quiet);
       const auto t0 = Clock::now();
       const eval::CorpusScore s = eval::score_corpus(model, tok(), docs, a.batch, bar.fn());
       const double secs = seconds_since(t0);
@@ -320,8 +310,8 @@ void run_eval(const EvalArgs& a) {
                                    s.bits_per_byte(), s.documents)});
     } else {
       const eval::TaskData data = eval::load_task(t, task_files.at(t), a.limit);
-      ProgressBar bar(t, !a.quiet);
-      const eval::TaskResult r = eval::run_task(model, tok(), data, a.batch, bar.fn());
+      ProgressBar bar(t, "items", !a.quiet);
+      const eval::TaskResult r = eval::run_task(model, tok(), data, a.batch, bar.fn(), scoring);
       const double acc = data.lambada ? r.acc : r.acc_norm;
       task_acc.push_back(acc);
       nlohmann::ordered_json j = {{"path", data.path}, {"items", r.items}};
@@ -332,6 +322,7 @@ void run_eval(const EvalArgs& a) {
         j["acc"] = r.acc;
         j["acc_norm"] = r.acc_norm;
       }
+      j["scoring"] = eval::scoring_name(scoring);
       j["seconds"] = r.seconds;
       j["items_per_second"] = r.items_per_second();
       results["tasks"][t] = j;
@@ -387,6 +378,10 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--suite", a->suite, "local: the suite built by scripts/build-eval-suite.sh");
   cmd->add_option("--out", a->out, "results JSON (a markdown table is written beside it)");
   cmd->add_option("--batch", a->batch, "rows per forward")->capture_default_str();
+  cmd->add_option("--scoring", a->scoring,
+                  "zero-shot choices: shared (one context pass per item, cached) or naive (one "
+                  "full pass per choice); the same numbers")
+      ->capture_default_str();
   cmd->add_option("--limit", a->limit, "first N items of each task and documents of each corpus (0 = all)");
   cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)");
   cmd->add_flag("--quiet", a->quiet, "no progress bars");

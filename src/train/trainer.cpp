@@ -137,9 +137,15 @@ class MetricsFile {
   int64_t bytes_ = 0;
 };
 
+bool all_finite(const float* w, int64_t n) { return std::isfinite(ops::sum_squares(w, n)); }
+
+std::string named_checkpoint(int64_t tokens) { return fmt::format("tokens_{:012}", tokens); }
+
+}  // namespace
+
 double pooled_nll(Model<float>& model, const TokenFile& file, const std::vector<int64_t>& starts,
                   int64_t micro_batch, std::vector<int32_t>& x, std::vector<int32_t>& y,
-                  std::vector<int32_t>& row) {
+                  std::vector<int32_t>& row, const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t T = model.config().block_size, V = model.config().vocab_size;
   double nll_sum = 0;
   int64_t kept = 0;
@@ -153,15 +159,10 @@ double pooled_nll(Model<float>& model, const TokenFile& file, const std::vector<
     const StepResult r = model.forward(x.data(), y.data(), b, T);
     nll_sum += r.nll_sum;
     kept += r.kept;
+    if (progress) progress(int64_t(first) + b, int64_t(starts.size()));
   }
   return kept > 0 ? nll_sum / double(kept) : 0.0;
 }
-
-bool all_finite(const float* w, int64_t n) { return std::isfinite(ops::sum_squares(w, n)); }
-
-std::string named_checkpoint(int64_t tokens) { return fmt::format("tokens_{:012}", tokens); }
-
-}  // namespace
 
 std::vector<int64_t> validation_windows(int64_t file_tokens, int64_t block_size,
                                         int64_t eval_total_tokens, uint64_t seed) {

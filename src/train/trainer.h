@@ -14,6 +14,8 @@
 
 namespace sps {
 
+class TokenFile;
+
 struct TrainOptions {
   bool resume = false;           // continue from the run folder's newest good checkpoint
   int64_t stop_after_steps = 0;  // > 0: after this many steps in this invocation, write
@@ -65,5 +67,13 @@ StepOutcome train_step(Model<T>& model, AdamW& optimizer, Collective& collective
 // drawn uniformly from [0, N − T − 1] by Rng(seed) — unaligned, the same on every call.
 std::vector<int64_t> validation_windows(int64_t file_tokens, int64_t block_size,
                                         int64_t eval_total_tokens, uint64_t seed);
+
+// Validation NLL: Σ NLL over kept terms / Σ kept (SPEC §5–§6) of the windows of T + 1 tokens
+// at `starts`, `micro_batch` per forward. x, y: scratch of micro_batch · T ids; row: T + 1.
+// `progress` (optional) gets (windows done, windows total) after every forward.
+double pooled_nll(Model<float>& model, const TokenFile& file, const std::vector<int64_t>& starts,
+                  int64_t micro_batch, std::vector<int32_t>& x, std::vector<int32_t>& y,
+                  std::vector<int32_t>& row,
+                  const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace sps

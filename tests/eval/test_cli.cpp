@@ -116,6 +116,51 @@ TEST(EvalCli, BadInputIsOneLineAndStatusTwo) {
                         "nowhere");
   expect_one_line_error(f.base + " --tasks piqa", "--task-file piqa=PATH");
   expect_one_line_error(f.base + " --tasks nonsense", "unknown task \"nonsense\"");
+  expect_one_line_error(f.base + " --scoring fast --tasks piqa --task-file piqa=" + f.dir.file("bad.jsonl"),
+                        "--scoring fast: expected naive or shared");
+}
+
+nlohmann::json json_file(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+TEST(EvalCli, SharedAndNaiveScoringReportTheSameAccuracies) {
+  Fixture f;
+  std::string items;
+  for (int i = 0; i < 6; ++i)
+    items += R"({"context": "Item )" + std::to_string(i) +
+             R"( says that", "choices": ["it rains", "the sun is out today", "x", "no"], "label": )" +
+             std::to_string(i % 4) + "}\n";
+  write(f.dir.file("c.jsonl"), items);
+  const std::string task = " --tasks continuation --task-file continuation=" + f.dir.file("c.jsonl");
+  std::string out;
+  ASSERT_EQ(run(f.base + task + " --out " + f.dir.file("shared.json"), &out), 0) << out;
+  ASSERT_EQ(run(f.base + task + " --scoring naive --out " + f.dir.file("naive.json"), &out), 0) << out;
+  const auto shared = json_file(f.dir.file("shared.json"))["tasks"]["continuation"];
+  const auto naive = json_file(f.dir.file("naive.json"))["tasks"]["continuation"];
+  EXPECT_EQ(shared["scoring"], "shared");
+  EXPECT_EQ(naive["scoring"], "naive");
+  EXPECT_EQ(shared["acc"], naive["acc"]);
+  EXPECT_EQ(shared["acc_norm"], naive["acc_norm"]);
+  EXPECT_GT(shared["items_per_second"].get<double>(), 0.0);
+}
+
+// `sps bench step --forward-only` times the forward alone: the same JSON keys, and the loss is
+// the full step's (its forward is the same computation).
+TEST(EvalCli, BenchStepForwardOnlyReportsTheFullStepsLoss) {
+  const std::string bench = "'" + kSpsBinary + "' bench step --config " + std::string(SPS_SOURCE_DIR) +
+                            "/configs/models/tiny.yaml --batch 1 --tokens 32 --warmup 0 --steps 1 --json";
+  std::string full, forward;
+  ASSERT_EQ(run(bench, &full), 0) << full;
+  ASSERT_EQ(run(bench + " --forward-only", &forward), 0) << forward;
+  const auto a = nlohmann::json::parse(full), b = nlohmann::json::parse(forward);
+  EXPECT_EQ(a["loss"].get<double>(), b["loss"].get<double>());
+  EXPECT_GT(b["tokens_per_second"].get<double>(), 0.0);
+  std::vector<std::string> keys_a, keys_b;
+  for (auto it = a.begin(); it != a.end(); ++it) keys_a.push_back(it.key());
+  for (auto it = b.begin(); it != b.end(); ++it) keys_b.push_back(it.key());
+  EXPECT_EQ(keys_a, keys_b);
 }
 
 }  // namespace
