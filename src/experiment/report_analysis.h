@@ -25,8 +25,9 @@ struct GroupSummary {
   stats::ConfidenceInterval val_nll;
   double val_nll_sd = RunResults::kMissing;
   // Means over the runs that have the number (NaN when none has it).
-  double corpus_nll, task_accuracy, train_tokens_per_second, peak_rss_bytes,
-      decode_tokens_per_second, kv_cache_bytes;
+  double corpus_nll = RunResults::kMissing, task_accuracy = RunResults::kMissing,
+         train_tokens_per_second = RunResults::kMissing, peak_rss_bytes = RunResults::kMissing,
+         decode_tokens_per_second = RunResults::kMissing, kv_cache_bytes = RunResults::kMissing;
   std::vector<ValPoint> mean_curve;  // at the evaluation points all runs share
 
   // Against the cohort's standard group (NaN, or empty, without one).

@@ -14,21 +14,34 @@ ordered_json number(double value) {
   return std::isfinite(value) ? ordered_json(value) : ordered_json();
 }
 
+// A run against the mean of its cohort's standard group (null without one).
 ordered_json run_json(const RunResults& r, const GroupSummary* standard) {
-  const double nan = RunResults::kMissing;
-  const double standard_nll = standard ? standard->val_nll.mean : nan;
+  const GroupSummary none;
+  const GroupSummary& s = standard ? *standard : none;
+  auto against = [&](double value, double reference, bool ratio) {
+    if (!standard) return ordered_json();
+    return number(ratio ? value / reference : value - reference);
+  };
   return {{"name", r.record.name},
           {"seed", r.record.seed},
           {"recipe", r.record.recipe},
           {"overrides", r.record.overrides},
           {"final_val_nll", number(r.final_val_nll)},
-          {"delta_val_nll_vs_standard", number(r.final_val_nll - standard_nll)},
           {"corpus_nll", number(r.corpus_nll)},
           {"task_accuracy", number(r.task_accuracy)},
           {"train_tokens_per_second_median", number(r.train_tokens_per_second)},
           {"peak_rss_bytes", number(r.peak_rss_bytes)},
           {"decode_tokens_per_second", number(r.decode_tokens_per_second)},
-          {"kv_cache_bytes", number(r.kv_cache_bytes)}};
+          {"kv_cache_bytes", number(r.kv_cache_bytes)},
+          {"vs_standard",
+           {{"delta_val_nll", against(r.final_val_nll, s.val_nll.mean, false)},
+            {"delta_corpus_nll", against(r.corpus_nll, s.corpus_nll, false)},
+            {"delta_task_accuracy", against(r.task_accuracy, s.task_accuracy, false)},
+            {"train_throughput_ratio",
+             against(r.train_tokens_per_second, s.train_tokens_per_second, true)},
+            {"peak_memory_ratio", against(r.peak_rss_bytes, s.peak_rss_bytes, true)},
+            {"decode_ratio", against(r.decode_tokens_per_second, s.decode_tokens_per_second, true)},
+            {"kv_ratio", against(r.kv_cache_bytes, s.kv_cache_bytes, true)}}}};
 }
 
 ordered_json group_json(const GroupSummary& g, const GroupSummary* standard) {

@@ -196,6 +196,12 @@ TEST(Report, NumbersFromASyntheticExperiment) {
   ASSERT_EQ(sps["crossovers"].size(), 1u);
   EXPECT_NEAR(sps["crossovers"][0].get<double>(), 1500, 1e-6);
   EXPECT_TRUE(delayed["crossovers"].empty());
+  // Per run against standard's means: seed 3 of sps ends at 2.91 with accuracy 0.44.
+  const json& sps_seed3 = sps["runs"][2];
+  EXPECT_EQ(sps_seed3["seed"], 3);
+  EXPECT_NEAR(sps_seed3["vs_standard"]["delta_val_nll"].get<double>(), -0.09, 1e-12);
+  EXPECT_NEAR(sps_seed3["vs_standard"]["delta_task_accuracy"].get<double>(), 0.04, 1e-12);
+  EXPECT_NEAR(sps_seed3["vs_standard"]["kv_ratio"].get<double>(), 2.0, 1e-12);
   ASSERT_EQ(sps["gap_to_standard"].size(), 4u);
   EXPECT_NEAR(sps["gap_to_standard"][2]["gap"].get<double>(), -0.25, 1e-12);
 
@@ -320,6 +326,19 @@ TEST(Report, DamagedFilesNameThemselves) {
   write_whole_file((run / "run.json").string(), record.dump());
   EXPECT_NE(report_error(dir.path()).find("field \"family\" is \"gpt\"; expected one of"),
             std::string::npos);
+  record["family"] = "sps";
+  record["status"] = "done";
+  write_whole_file((run / "train" / "metrics.jsonl").string(), metrics);
+  write_whole_file((run / "run.json").string(), record.dump());
+  write_whole_file((run / "eval.json").string(), R"({"summary": {"corpus_nll": "low"}})");
+  EXPECT_EQ(report_error(dir.path()),
+            (run / "eval.json").string() + " summary: field \"corpus_nll\" must be a number");
+  write_whole_file((run / "eval.json").string(), R"({"summary": {}})");
+  write_whole_file((run / "bench.json").string(), "{\"model\": \"x\"}\n");
+  EXPECT_EQ(report_error(dir.path()),
+            (run / "bench.json").string() + ":1: field \"decode_tokens_per_second\" is missing");
+  fs::remove(run / "bench.json");
+  EXPECT_EQ(report_error(dir.path()), "no error");
   write_whole_file((run / "run.json").string(), "{\"name\": ");
   EXPECT_EQ(report_error(dir.path()), (run / "run.json").string() + ": not a JSON object");
   fs::remove(run / "run.json");
