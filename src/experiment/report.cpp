@@ -41,7 +41,8 @@ void read_runs(const std::string& dir, ReportContent& content) {
          runs_dir.string());
   std::vector<fs::path> run_dirs;
   for (const auto& entry : fs::directory_iterator(runs_dir))
-    if (entry.is_directory()) run_dirs.push_back(entry.path());
+    if (entry.is_directory() && entry.path().filename().string()[0] != '.')
+      run_dirs.push_back(entry.path());
   std::sort(run_dirs.begin(), run_dirs.end());
   for (const fs::path& run_dir : run_dirs) {
     RunRecord record = read_run_record((run_dir / "run.json").string());

@@ -348,6 +348,19 @@ TEST(Report, DamagedFilesNameThemselves) {
   EXPECT_NE(report_error(dir.path() / "nowhere").find("runs: no such folder"), std::string::npos);
 }
 
+TEST(Report, GroupMembersMayDifferOnlyBySeed) {
+  TempDir dir;
+  write_experiment(dir.path(), 2);
+  const fs::path path = dir.path() / "runs" / "tiny_sps_w64_seed2" / "run.json";
+  json record = json::parse(read_whole_file(path.string()));
+  record["window"] = 16;
+  write_whole_file(path.string(), record.dump());
+  EXPECT_NE(report_error(dir.path())
+                .find(path.string() + ": group \"tiny_sps_w64\" also holds run tiny_sps_w64_seed1"),
+            std::string::npos)
+      << report_error(dir.path());
+}
+
 TEST(Report, DoneRunWithoutValidationIsAnError) {
   TempDir dir;
   write_experiment(dir.path(), 2);
