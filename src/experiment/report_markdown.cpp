@@ -19,6 +19,7 @@ std::string fixed(double x, int digits) {
 std::string signed_fixed(double x, int digits) {
   return std::isfinite(x) ? fmt::format("{:+.{}f}", x, digits) : kMissing;
 }
+std::string probability(double p) { return std::isfinite(p) ? fmt::format("{:.3g}", p) : kMissing; }
 std::string ratio(double x) { return std::isfinite(x) ? fmt::format("{:.3f}×", x) : kMissing; }
 std::string percent(double fraction) {
   return std::isfinite(fraction) ? fmt::format("{:.2f}%", 100 * fraction) : kMissing;
@@ -75,11 +76,11 @@ std::string seed_tests(const Cohort& c, const ReportOptions& o) {
         "| sps | against | Δ mean | t | d.o.f. | p (sps lower) | TOST p (> −margin, < +margin) "
         "| equivalent |\n|---|---|---|---|---|---|---|---|\n";
     for (const SeedTest& t : c.tests)
-      md += fmt::format(
-          "| {} | {} | {} | {} | {} | {} | {}, {} | {} |\n", t.sps_label, t.other_label,
-          signed_fixed(t.welch.difference, 4), fixed(t.welch.t, 3), fixed(t.welch.dof, 2),
-          fmt::format("{:.3g}", t.p_sps_lower), fmt::format("{:.3g}", t.tost.p_above_lower),
-          fmt::format("{:.3g}", t.tost.p_below_upper), t.tost.equivalent ? "yes" : "no");
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {}, {} | {} |\n", t.sps_label,
+                        t.other_label, signed_fixed(t.welch.difference, 4), fixed(t.welch.t, 3),
+                        fixed(t.welch.dof, 2), probability(t.p_sps_lower),
+                        probability(t.tost.p_above_lower), probability(t.tost.p_below_upper),
+                        t.tost.equivalent ? "yes" : "no");
   }
   if (!c.untested.empty()) {
     md += "\nThe tests need ≥ 2 seeds in both groups; not tested: ";

@@ -255,6 +255,20 @@ TEST(Report, OneSeedSaysTheTestsNeedTwo) {
   EXPECT_NE(md.find("| sps | 64 | 1 | 2.8900 | -0.1000 |"), std::string::npos) << md;
 }
 
+TEST(Report, SeedsWithoutSpreadLeaveTheTestsUndefined) {
+  TempDir dir;
+  for (int seed : {1, 2}) {
+    write_run(dir.path(),
+              {.family = "standard", .window = 0, .seed = seed, .val_curve = {3.5, 3.0}});
+    write_run(dir.path(), {.family = "sps", .seed = seed, .val_curve = {3.4, 2.9}});
+  }
+  write_experiment_report(dir.path().string(), no_figures());
+  const std::string md = read_whole_file((dir.path() / "results.md").string());
+  EXPECT_NE(md.find("| sps w64 | standard | -0.1000 | — | — | — | —, — | no |"), std::string::npos)
+      << md;
+  EXPECT_TRUE(read_results(dir.path())["cohorts"][0]["tests"][0]["p_sps_lower"].is_null());
+}
+
 TEST(Report, FiguresAreDrawnOrNoted) {
   TempDir dir;
   write_experiment(dir.path(), 2);
