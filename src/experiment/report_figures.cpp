@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace sps::report {
@@ -74,16 +75,15 @@ bool interleaved_ablation_family(const std::string& family) {
 }
 
 std::optional<Figure> window_figure(const Cohort& c) {
+  std::map<std::string, std::set<int64_t>> windows_of_family;
+  for (const GroupSummary& g : c.groups)
+    if (interleaved_ablation_family(g.family)) windows_of_family[g.family].insert(g.window);
   std::set<int64_t> windows;
   std::vector<std::string> families;
-  for (const GroupSummary& g : c.groups) {
-    if (!interleaved_ablation_family(g.family)) continue;
-    const auto n = std::count_if(c.groups.begin(), c.groups.end(),
-                                 [&](const GroupSummary& o) { return o.family == g.family; });
-    if (n < 2) continue;
-    windows.insert(g.window);
-    if (std::find(families.begin(), families.end(), g.family) == families.end())
-      families.push_back(g.family);
+  for (const auto& [family, family_windows] : windows_of_family) {
+    if (family_windows.size() < 2) continue;
+    families.push_back(family);
+    windows.insert(family_windows.begin(), family_windows.end());
   }
   if (families.empty()) return std::nullopt;
   Figure f = titled_figure("window_ablation_" + cohort_id(c) + ".png",

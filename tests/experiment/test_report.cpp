@@ -291,6 +291,20 @@ TEST(Report, FiguresAreDrawnOrNoted) {
     EXPECT_EQ(entry.path().extension(), ".png") << "leftover " << entry.path();
 }
 
+TEST(Report, WindowAblationFigureWithTwoWindows) {
+  if (std::system("gnuplot --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no gnuplot";
+  TempDir dir;
+  write_experiment(dir.path(), 2);
+  for (int seed : {1, 2})
+    write_run(dir.path(),
+              {.family = "sps", .window = 16, .seed = seed, .val_curve = {4, 3.5, 3, 2.95}});
+  write_experiment_report(dir.path().string(), ReportOptions{});
+  EXPECT_TRUE(fs::exists(dir.path() / "figures" / "window_ablation_tiny_4000.png"));
+  const std::string md = read_whole_file((dir.path() / "results.md").string());
+  EXPECT_NE(md.find("(figures/window_ablation_tiny_4000.png)"), std::string::npos);
+  EXPECT_EQ(md.find("skipped: window ablation"), std::string::npos);
+}
+
 TEST(Report, MissingGnuplotStillWritesTheResults) {
   TempDir dir;
   write_experiment(dir.path(), 2);
