@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,7 @@ void run_prepare(PrepareArgs args) {
       {"auto", InputFormat::auto_detect}, {"text", InputFormat::text}, {"jsonl", InputFormat::jsonl}};
   args.options.format = formats.at(args.format);
   args.options.dtype = args.dtype == "uint32" ? TokenDType::uint32 : TokenDType::uint16;
-  const BpeTokenizer tokenizer = BpeTokenizer::load(args.tokenizer);
+  std::optional<BpeTokenizer> tokenizer;  // loaded by prepare_data while it starts reading
   // Past a file-size limit (ulimit -f), let write() fail with EFBIG, so the error is reported
   // and the temporary files removed, instead of the process being killed.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -60,7 +61,9 @@ void run_prepare(PrepareArgs args) {
   }
   PrepareReport report;
   try {
-    report = prepare_data(args.options, tokenizer);
+    report = prepare_data(args.options, [&]() -> const BpeTokenizer& {
+      return tokenizer.emplace(BpeTokenizer::load(args.tokenizer));
+    });
   } catch (...) {
     if (tty && last_print >= 0) std::fprintf(stderr, "\n");
     throw;
@@ -72,7 +75,7 @@ void run_prepare(PrepareArgs args) {
                args.options.out_dir.c_str(), static_cast<unsigned long long>(report.train.documents),
                static_cast<unsigned long long>(report.train.tokens),
                static_cast<unsigned long long>(report.val.documents),
-               static_cast<unsigned long long>(report.val.tokens), tokenizer.name().c_str(),
+               static_cast<unsigned long long>(report.val.tokens), tokenizer->name().c_str(),
                token_dtype_name(args.options.dtype), static_cast<size_t>(report.files),
                report.text_bytes / 1e6, report.seconds,
                report.text_bytes / 1e6 / std::max(1e-9, report.seconds), report.threads);

@@ -72,4 +72,9 @@ struct PrepareReport {
 
 PrepareReport prepare_data(const PrepareOptions& options, const BpeTokenizer& tokenizer);
 
+// The tokenizer, loaded on first call: prepare_data calls it once the reader thread has
+// started, so loading overlaps reading. Errors it throws propagate as usual.
+using TokenizerSource = std::function<const BpeTokenizer&()>;
+PrepareReport prepare_data(const PrepareOptions& options, const TokenizerSource& tokenizer);
+
 }  // namespace sps
