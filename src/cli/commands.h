@@ -11,5 +11,6 @@ void register_train(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_analyze(CLI::App& app);
+void register_experiment(CLI::App& app);
 
 }  // namespace sps::cli

@@ -1,0 +1,202 @@
+#include "experiment/matrix.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "train/train_config.h"
+#include "util/error.h"
+#include "util/yaml_config.h"
+
+namespace sps {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kMatrixKeys = {"recipe", "families", "windows", "seeds", "scales",
+                                              "tokens", "overrides", "eval",  "bench", "parallel"};
+const std::vector<std::string> kFamilies = {"standard", "sps", "reverse_sps", "delayed_state",
+                                            "2x_memory"};
+
+bool windowed(const std::string& family) {
+  return family == "sps" || family == "reverse_sps" || family == "delayed_state";
+}
+
+YAML::Node sequence(const YAML::Node& root, const char* key, const std::string& source,
+                    bool required) {
+  const YAML::Node node = root[key];
+  if (!node || node.IsNull()) {
+    if (required) fail("{}: {}: missing (expected a list)", source, key);
+    return YAML::Node(YAML::NodeType::Sequence);
+  }
+  if (!node.IsSequence()) fail("{}: {}: expected a list", source, key);
+  if (required && node.size() == 0) fail("{}: {}: the list is empty", source, key);
+  return node;
+}
+
+std::vector<std::string> strings(const YAML::Node& root, const char* key, const std::string& source,
+                                 bool required) {
+  std::vector<std::string> out;
+  const YAML::Node list = sequence(root, key, source, required);
+  for (size_t i = 0; i < list.size(); ++i)
+    out.push_back(yaml_string(list[i], source, fmt::format("{}[{}]", key, i)));
+  return out;
+}
+
+std::vector<int64_t> integers(const YAML::Node& root, const char* key, const std::string& source,
+                              bool required, int64_t minimum) {
+  std::vector<int64_t> out;
+  const YAML::Node list = sequence(root, key, source, required);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string field = fmt::format("{}[{}]", key, i);
+    const int64_t value = yaml_int(list[i], source, field);
+    if (value < minimum) fail("{}: {}: expected an integer >= {}, got {}", source, field, minimum, value);
+    out.push_back(value);
+  }
+  return out;
+}
+
+template <typename T>
+void check_distinct(const std::vector<T>& values, const char* key, const std::string& source) {
+  std::set<T> seen;
+  for (const auto& v : values)
+    if (!seen.insert(v).second) fail("{}: {}: {} appears twice", source, key, v);
+}
+
+// Scale names become part of run names and file paths.
+void check_scale_name(const std::string& scale, const std::string& source) {
+  const bool ok = !scale.empty() && std::all_of(scale.begin(), scale.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-';
+  });
+  if (!ok) fail("{}: scales: '{}': expected letters, digits and '-'", source, scale);
+}
+
+std::string recipe_for(const ExperimentMatrix& m, const std::string& scale) {
+  const size_t at = m.recipe.find("{scale}");
+  if (at == std::string::npos) return m.recipe;
+  return m.recipe.substr(0, at) + scale + m.recipe.substr(at + 7);
+}
+
+std::string token_label(int64_t tokens) {
+  if (tokens % 1000000000 == 0) return fmt::format("{}b", tokens / 1000000000);
+  if (tokens % 1000000 == 0) return fmt::format("{}m", tokens / 1000000);
+  return fmt::format("{}", tokens);
+}
+
+}  // namespace
+
+ExperimentMatrix load_matrix(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read the matrix file", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_matrix(text.str(), path);
+}
+
+ExperimentMatrix parse_matrix(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail("{}: line {}, column {}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+  if (!root.IsMap()) fail("{}: expected a mapping (recipe, families, seeds, scales, ...)", source);
+  check_yaml_keys(root, kMatrixKeys, source, "matrix");
+
+  ExperimentMatrix m;
+  m.source = source;
+  m.text = text;
+  if (!root["recipe"]) fail("{}: recipe: missing (a training recipe, e.g. ../configs/experiments/tiny_standard.yaml)", source);
+  const std::string recipe = yaml_string(root["recipe"], source, "recipe");
+  m.recipe = (fs::path(source).parent_path() / recipe).lexically_normal().string();
+  m.families = strings(root, "families", source, true);
+  for (const auto& f : m.families)
+    if (std::find(kFamilies.begin(), kFamilies.end(), f) == kFamilies.end())
+      fail("{}: families: '{}': expected one of {}", source, f, fmt::join(kFamilies, ", "));
+  check_distinct(m.families, "families", source);
+  m.scales = strings(root, "scales", source, true);
+  for (const auto& s : m.scales) check_scale_name(s, source);
+  check_distinct(m.scales, "scales", source);
+  m.seeds = integers(root, "seeds", source, true, 0);
+  check_distinct(m.seeds, "seeds", source);
+  const bool needs_windows = std::any_of(m.families.begin(), m.families.end(), windowed);
+  m.windows = integers(root, "windows", source, needs_windows, 0);
+  check_distinct(m.windows, "windows", source);
+  if (!needs_windows && !m.windows.empty())
+    fail("{}: windows: none of the families ({}) has a window", source, fmt::join(m.families, ", "));
+  m.tokens = integers(root, "tokens", source, false, 1);
+  check_distinct(m.tokens, "tokens", source);
+  m.overrides = strings(root, "overrides", source, false);
+  for (const auto& o : m.overrides)
+    if (o.find('=') == std::string::npos || o.starts_with("system.out_dir="))
+      fail("{}: overrides: '{}': expected section.key=value (system.out_dir is set per run)", source, o);
+  m.eval_args = strings(root, "eval", source, false);
+  m.bench = root["bench"].IsDefined();
+  if (m.bench && !root["bench"].IsNull()) m.bench_args = strings(root, "bench", source, false);
+  if (root["parallel"]) {
+    m.parallel = yaml_int(root["parallel"], source, "parallel");
+    if (m.parallel < 1) fail("{}: parallel: expected an integer >= 1, got {}", source, m.parallel);
+  }
+  if (m.recipe.find("{scale}") == std::string::npos && !fs::exists(m.recipe))
+    fail("{}: recipe: '{}' not found (looked at {})", source, recipe, m.recipe);
+  return m;
+}
+
+std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& m) {
+  const bool templated = m.recipe.find("{scale}") != std::string::npos;
+  std::vector<PlannedRun> runs;
+  for (const auto& scale : m.scales) {
+    const std::string recipe = recipe_for(m, scale);
+    if (!fs::exists(recipe)) fail("{}: recipe for scale {}: {} not found", m.source, scale, recipe);
+    std::vector<std::string> common = m.overrides;
+    if (!templated) common.push_back("model.preset=" + scale);
+    const TrainConfig scale_config = load_train_config(recipe, common);
+    const std::vector<int64_t> tokens =
+        m.tokens.empty() ? std::vector<int64_t>{scale_config.training.max_tokens} : m.tokens;
+    for (const int64_t budget : tokens) {
+      for (const auto& family : m.families) {
+        std::vector<int64_t> windows = m.windows;
+        if (family == "standard") windows = {0};
+        if (family == "2x_memory") windows = {scale_config.model.block_size};
+        for (const int64_t window : windows) {
+          std::string group = scale + "_" + family;
+          if (windowed(family)) group += fmt::format("_w{}", window);
+          if (m.tokens.size() > 1) group += "_" + token_label(budget);
+          for (const int64_t seed : m.seeds) {
+            PlannedRun run;
+            run.group = group;
+            run.name = fmt::format("{}_seed{}", group, seed);
+            run.recipe = recipe;
+            run.family = family;
+            run.scale = scale;
+            run.window = window;
+            run.seed = seed;
+            run.tokens = budget;
+            run.overrides = common;
+            run.overrides.push_back("model.family=" + std::string(family == "2x_memory" ? "sps" : family));
+            if (family != "standard") run.overrides.push_back(fmt::format("model.window_size={}", window));
+            if (!m.tokens.empty()) run.overrides.push_back(fmt::format("training.max_tokens={}", budget));
+            run.overrides.push_back(fmt::format("training.seed={}", seed));
+            try {
+              load_train_config(recipe, run.overrides);
+            } catch (const UserError& e) {
+              fail("{}: run {}: {}", m.source, run.name, e.what());
+            }
+            runs.push_back(std::move(run));
+          }
+        }
+      }
+    }
+  }
+  if (runs.empty()) fail("{}: the matrix expands to no runs", m.source);
+  return runs;
+}
+
+}  // namespace sps

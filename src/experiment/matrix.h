@@ -1,0 +1,39 @@
+#pragma once
+// An experiment matrix (docs/reproducing.md): one training recipe crossed with axes —
+// scales, token budgets, families, windows, seeds — into runs, each trained with `sps train`,
+// evaluated with `sps eval` and optionally benchmarked with `sps bench generate`.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sps {
+
+struct ExperimentMatrix {
+  std::string source;  // the matrix file, for messages
+  std::string text;    // its content, copied into the experiment folder
+  std::string recipe;  // resolved against the matrix's folder; "{scale}" is replaced per scale
+  std::vector<std::string> families, scales;
+  std::vector<int64_t> windows, seeds, tokens;  // tokens empty: the recipe's max_tokens
+  std::vector<std::string> overrides;           // section.key=value for every run
+  std::vector<std::string> eval_args;           // passed to `sps eval`
+  bool bench = false;                           // a `bench:` section was given
+  std::vector<std::string> bench_args;          // passed to `sps bench generate`
+  int64_t parallel = 1;                         // runs side by side
+};
+
+// One run of the matrix, as recorded in runs/<name>/run.json.
+struct PlannedRun {
+  std::string name, group, recipe, family, scale;
+  int64_t window = 0, seed = 0, tokens = 0;
+  std::vector<std::string> overrides;  // what `sps train` gets, before system.out_dir
+};
+
+// Reads and checks a matrix file; any problem is a UserError naming the file and the key.
+ExperimentMatrix load_matrix(const std::string& path);
+ExperimentMatrix parse_matrix(const std::string& text, const std::string& source);
+
+// The runs of a matrix, seeds innermost, each one's training config loaded and validated.
+// Standard ignores the window axis; 2x_memory is sps with window_size = block_size.
+std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& matrix);
+
+}  // namespace sps

@@ -1,0 +1,291 @@
+#include "experiment/runner.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "experiment/run_process.h"
+#include "experiment/run_record.h"
+#include "train/train_config.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace sps {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+fs::path run_dir(const RunnerOptions& options, const PlannedRun& run) {
+  return fs::path(options.out_dir) / "runs" / run.name;
+}
+
+fs::path final_checkpoint(const fs::path& dir) { return dir / "train" / "checkpoints" / "final"; }
+
+std::vector<std::string> expanded(const std::vector<std::string>& args, const std::string& where) {
+  std::vector<std::string> out;
+  for (const auto& a : args) out.push_back(expand_path(a, where));
+  return out;
+}
+
+void write_run_json(const fs::path& dir, const PlannedRun& run, const std::string& status,
+                    const std::string& error) {
+  const json record = {{"name", run.name},     {"group", run.group},   {"recipe", run.recipe},
+                       {"family", run.family}, {"window", run.window}, {"scale", run.scale},
+                       {"seed", run.seed},     {"tokens", run.tokens}, {"overrides", run.overrides},
+                       {"status", status},     {"error", error}};
+  write_file_atomically((dir / "run.json").string(), record.dump(2) + "\n");
+}
+
+// A run folder left by an earlier invocation must come from the same recipe and overrides.
+void check_unchanged(const RunRecord& old, const PlannedRun& run, const std::string& path) {
+  if (old.recipe != run.recipe)
+    fail("{}: made with recipe {}, the matrix now gives {}; use another --out, or delete the run "
+         "folder to train it again",
+         path, old.recipe, run.recipe);
+  if (old.overrides != run.overrides)
+    fail("{}: made with overrides [{}], the matrix now gives [{}]; use another --out, or delete the "
+         "run folder to train it again",
+         path, fmt::join(old.overrides, " "), fmt::join(run.overrides, " "));
+}
+
+bool outputs_present(const fs::path& dir, bool bench) {
+  return fs::exists(dir / "eval.json") && (!bench || fs::exists(dir / "bench.json")) &&
+         fs::exists(final_checkpoint(dir));
+}
+
+std::string last_line_of(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return last;
+}
+
+std::string duration(double seconds) {
+  const int64_t s = int64_t(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+// Progress lines on stdout and events in experiment.jsonl; ETA from the runs finished here.
+class ProgressLog {
+ public:
+  ProgressLog(const fs::path& jsonl, int64_t total, int64_t parallel)
+      : jsonl_(jsonl, std::ios::app), total_(total), parallel_(parallel), t0_(Clock::now()) {
+    if (!jsonl_) fail("{}: cannot write", jsonl.string());
+  }
+
+  void event(const std::string& kind, size_t index, const PlannedRun& run, const std::string& detail,
+             double run_seconds = -1) {
+    std::lock_guard lock(mutex_);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
+    if (kind == "done") {
+      finished_seconds_ += run_seconds;
+      ++finished_;
+    }
+    if (kind == "done" || kind == "failed" || kind == "skipped") ++closed_;
+    std::string eta = "ETA unknown";
+    if (finished_ > 0) {
+      const double per_run = finished_seconds_ / double(finished_);
+      eta = "ETA " + duration(per_run * double(total_ - closed_) / double(parallel_));
+    }
+    std::printf("[run %zu of %lld] %s %s%s (elapsed %s, %s)\n", index + 1, (long long)total_,
+                kind.c_str(), run.name.c_str(), detail.empty() ? "" : (": " + detail).c_str(),
+                duration(elapsed).c_str(), eta.c_str());
+    std::fflush(stdout);
+    json line = {{"event", kind},         {"run", run.name},      {"index", index + 1},
+                 {"total", total_},       {"elapsed_s", elapsed}, {"time", std::time(nullptr)}};
+    if (!detail.empty()) line["detail"] = detail;
+    if (run_seconds >= 0) line["run_s"] = run_seconds;
+    jsonl_ << line.dump() << "\n";
+    jsonl_.flush();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::ofstream jsonl_;
+  int64_t total_, parallel_, finished_ = 0, closed_ = 0;
+  double finished_seconds_ = 0;
+  Clock::time_point t0_;
+};
+
+enum class Outcome { done, skipped, failed, stopped };
+
+struct Stage {
+  const char* status;  // run.json status while it runs
+  const char* program;
+  const char* log;     // <run>/<log>
+  std::vector<std::string> argv;
+  std::string output;  // bench: stdout goes here (renamed on success); otherwise the log
+};
+
+class Runner {
+ public:
+  Runner(const ExperimentMatrix& matrix, const std::vector<PlannedRun>& runs, const RunnerOptions& options,
+         int64_t parallel)
+      : matrix_(matrix), runs_(runs), options_(options), parallel_(parallel),
+        progress_(fs::path(options.out_dir) / "experiment.jsonl", int64_t(runs.size()), parallel) {
+    const int64_t cores = options.cores > 0 ? options.cores : int64_t(std::thread::hardware_concurrency());
+    if (!std::getenv("OMP_NUM_THREADS"))
+      child_env_.push_back(fmt::format("OMP_NUM_THREADS={}", std::max<int64_t>(1, cores / parallel)));
+  }
+
+  ExperimentSummary run_all() {
+    std::vector<std::thread> workers;
+    for (int64_t i = 0; i < parallel_; ++i) workers.emplace_back([this] { work(); });
+    for (auto& w : workers) w.join();
+    summary_.runs = int64_t(runs_.size());
+    summary_.stopped = stop_requested();
+    summary_.not_done = summary_.runs - summary_.done - summary_.skipped - summary_.failed;
+    return summary_;
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      size_t index;
+      {
+        std::lock_guard lock(mutex_);
+        if (next_ >= runs_.size() || stop_requested()) return;
+        index = next_++;
+      }
+      const Outcome outcome = run_one(index);
+      std::lock_guard lock(mutex_);
+      if (outcome == Outcome::done) ++summary_.done;
+      if (outcome == Outcome::skipped) ++summary_.skipped;
+      if (outcome == Outcome::failed) ++summary_.failed;
+    }
+  }
+
+  Outcome run_one(size_t index) {
+    const PlannedRun& run = runs_[index];
+    const fs::path dir = run_dir(options_, run);
+    const fs::path record = dir / "run.json";
+    if (fs::exists(record) && read_run_record(record.string()).done() &&
+        outputs_present(dir, matrix_.bench)) {
+      progress_.event("skipped", index, run, "already done");
+      return Outcome::skipped;
+    }
+    fs::create_directories(dir);
+    progress_.event("start", index, run, "");
+    const auto t0 = Clock::now();
+    const RunCommands commands = run_commands(matrix_, run, options_, fs::exists(dir / "train"));
+    std::vector<Stage> stages;
+    if (!fs::exists(final_checkpoint(dir))) stages.push_back({"training", "sps train", "train.log", commands.train, ""});
+    stages.push_back({"evaluating", "sps eval", "eval.log", commands.eval, ""});
+    if (matrix_.bench)
+      stages.push_back({"benchmarking", "sps bench generate", "bench.log", commands.bench, (dir / "bench.json").string()});
+    for (const Stage& stage : stages) {
+      write_run_json(dir, run, stage.status, "");
+      ChildCommand child;
+      child.argv = stage.argv;
+      child.extra_env = child_env_;
+      const std::string log = (dir / stage.log).string();
+      child.stdout_path = stage.output.empty() ? log : stage.output + ".partial";
+      child.stderr_path = stage.output.empty() ? "" : log;
+      const ChildResult result = run_child(child);
+      if (stop_requested()) {
+        progress_.event("stopped", index, run, fmt::format("{} interrupted; rerun to resume", stage.status));
+        return Outcome::stopped;
+      }
+      std::string error;
+      if (!result.ok())
+        error = fmt::format("{} {}; see {}: {}", stage.program, result.describe(), log, last_line_of(log));
+      else if (stage.status == std::string("training") && !fs::exists(final_checkpoint(dir)))
+        error = fmt::format("sps train ended without {}; see {}", final_checkpoint(dir).string(), log);
+      if (!error.empty()) {
+        write_run_json(dir, run, "failed", error);
+        progress_.event("failed", index, run, error);
+        return Outcome::failed;
+      }
+      if (!stage.output.empty()) fs::rename(stage.output + ".partial", stage.output);
+    }
+    write_run_json(dir, run, "done", "");
+    progress_.event("done", index, run, "", std::chrono::duration<double>(Clock::now() - t0).count());
+    return Outcome::done;
+  }
+
+  const ExperimentMatrix& matrix_;
+  const std::vector<PlannedRun>& runs_;
+  const RunnerOptions& options_;
+  int64_t parallel_;
+  ProgressLog progress_;
+  std::vector<std::string> child_env_;
+  std::mutex mutex_;
+  size_t next_ = 0;
+  ExperimentSummary summary_;
+};
+
+}  // namespace
+
+RunCommands run_commands(const ExperimentMatrix& matrix, const PlannedRun& run,
+                         const RunnerOptions& options, bool resume) {
+  const fs::path dir = run_dir(options, run);
+  RunCommands c;
+  c.train = {options.binary, "train", "--config", run.recipe};
+  c.train.insert(c.train.end(), run.overrides.begin(), run.overrides.end());
+  c.train.push_back("system.out_dir=" + (dir / "train").string());
+  if (resume) c.train.push_back("--resume");
+  const std::string checkpoint = final_checkpoint(dir).string();
+  c.eval = {options.binary, "eval", "--quiet", "--checkpoint", checkpoint};
+  const auto eval_args = expanded(matrix.eval_args, matrix.source + ": eval");
+  c.eval.insert(c.eval.end(), eval_args.begin(), eval_args.end());
+  c.eval.insert(c.eval.end(), {"--out", (dir / "eval.json").string()});
+  if (matrix.bench) {
+    c.bench = {options.binary, "bench", "generate", "--checkpoint", checkpoint, "--json"};
+    const auto bench_args = expanded(matrix.bench_args, matrix.source + ": bench");
+    c.bench.insert(c.bench.end(), bench_args.begin(), bench_args.end());
+  }
+  return c;
+}
+
+std::string describe_dry_run(const ExperimentMatrix& matrix, const std::vector<PlannedRun>& runs,
+                             const RunnerOptions& options) {
+  std::string out = fmt::format("{}: {} runs into {}\n", matrix.source, runs.size(), options.out_dir);
+  out += fmt::format("{:<36} {:<14} {:>6} {:>5} {:<6} {:>14}\n", "name", "family", "window", "seed",
+                     "scale", "tokens");
+  for (const auto& run : runs)
+    out += fmt::format("{:<36} {:<14} {:>6} {:>5} {:<6} {:>14}\n", run.name, run.family, run.window,
+                       run.seed, run.scale, run.tokens);
+  for (const auto& run : runs) {
+    const RunCommands c = run_commands(matrix, run, options, false);
+    out += fmt::format("\n{}:\n  {}\n  {}\n", run.name, quote_command(c.train), quote_command(c.eval));
+    if (!c.bench.empty())
+      out += fmt::format("  {} > {}\n", quote_command(c.bench),
+                         (run_dir(options, run) / "bench.json").string());
+  }
+  return out;
+}
+
+ExperimentSummary run_experiment(const ExperimentMatrix& matrix, const std::vector<PlannedRun>& runs,
+                                 const RunnerOptions& options) {
+  const int64_t parallel = options.parallel > 0 ? options.parallel : matrix.parallel;
+  for (const auto& run : runs) {
+    const fs::path record = run_dir(options, run) / "run.json";
+    if (fs::exists(record)) check_unchanged(read_run_record(record.string()), run, record.string());
+  }
+  fs::create_directories(fs::path(options.out_dir) / "runs");
+  write_file_atomically((fs::path(options.out_dir) / "matrix.yaml").string(), matrix.text);
+  for (const auto& run : runs) {
+    const fs::path dir = run_dir(options, run);
+    if (!fs::exists(dir / "run.json")) {
+      fs::create_directories(dir);
+      write_run_json(dir, run, "pending", "");
+    }
+  }
+  StopForwarding forwarding;
+  Runner runner(matrix, runs, options, std::min<int64_t>(parallel, int64_t(runs.size())));
+  return runner.run_all();
+}
+
+}  // namespace sps
