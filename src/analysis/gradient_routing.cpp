@@ -10,14 +10,53 @@ namespace sps::analysis {
 namespace {
 
 std::vector<StreamRouting> streams_of(const Family& family) {
-  if (!family.interleaved) return {StreamRouting{"standard", true, true, {}, {}, 0, 0}};
+  if (!family.interleaved) return {StreamRouting{"standard", true, true, {}, {}}};
   std::vector<StreamRouting> out;
   for (Slot slot : {Slot::input, Slot::predict})
     out.push_back(StreamRouting{slot == Slot::input ? "input" : "predict",
                                 family.persistent_slot == slot, family.readout_slot == slot, {},
-                                {}, 0, 0});
+                                {}});
   return out;
 }
+
+// Running sums of one ratio curve over the targets of a batch.
+class CurveSums {
+ public:
+  CurveSums(int64_t K, int64_t batch, int64_t targets)
+      : K_(K), targets_(targets), ratio_sum_(size_t(K), 0.0), count_(size_t(K), 0),
+        present_(size_t(batch * targets), 0.0) {}
+  // ‖G_s(L_q)‖ = g at target p (index t) of batch row k; q = p is the present loss, which
+  // comes first because q runs upwards.
+  void add(int64_t k, int64_t t, int64_t q_minus_p, double g) {
+    double& present = present_[size_t(k * targets_ + t)];
+    if (q_minus_p == 0) {
+      present = g;
+      present_sum_ += g;
+      if (g == 0) ++zero_present_;
+    } else if (present > 0) {
+      ratio_sum_[size_t(q_minus_p - 1)] += g / present;
+      ++count_[size_t(q_minus_p - 1)];
+    }
+  }
+  RatioCurve curve(int64_t all_targets) const {
+    RatioCurve c;
+    c.ratio.assign(size_t(K_), 0.0);
+    c.count = count_;
+    for (size_t k = 0; k < c.ratio.size(); ++k)
+      if (count_[k] > 0) c.ratio[k] = ratio_sum_[k] / double(count_[k]);
+    c.present_norm = all_targets > 0 ? present_sum_ / double(all_targets) : 0.0;
+    c.zero_present = zero_present_;
+    return c;
+  }
+
+ private:
+  int64_t K_, targets_;
+  std::vector<double> ratio_sum_;
+  std::vector<int64_t> count_;
+  std::vector<double> present_;  // [batch, targets] ‖G_s(L_p)‖ of the batch's targets
+  double present_sum_ = 0;
+  int64_t zero_present_ = 0;
+};
 
 }  // namespace
 
@@ -43,14 +82,11 @@ GradientRoutingResult measure_gradient_routing(Model<T>& model, const Sequences&
   const int64_t batches = (n + options.batch - 1) / options.batch;
   const int64_t total_backwards = batches * (q_end - r.target_begin);
 
-  std::vector<double> ratio_sum(size_t(streams * K), 0.0);
-  std::vector<int64_t> count(size_t(streams * K), 0);
-  std::vector<double> present_sum(size_t(streams), 0.0);
-  std::vector<int64_t> zero_present(size_t(streams), 0);
+  // Per stream: every term, and without the readout's.
+  std::vector<CurveSums> all(size_t(streams), CurveSums(K, options.batch, targets));
+  std::vector<CurveSums> without_readout = all;
   std::vector<int32_t> x(size_t(options.batch * W)), y(size_t(options.batch * W));
   std::vector<double> loss_weight(size_t(options.batch * W), 0.0);
-  // ‖G_s(L_p)‖ of the batch's targets, [batch, streams, targets], found when q = p.
-  std::vector<double> present(size_t(options.batch * streams * targets), 0.0);
   SlotGradientNorms<T> norms(model, options.batch, W);
 
   for (int64_t first = 0; first < n; first += options.batch) {
@@ -74,30 +110,18 @@ GradientRoutingResult measure_gradient_routing(Model<T>& model, const Sequences&
       for (int64_t k = 0; k < b; ++k)
         for (int64_t s = 0; s < streams; ++s)
           for (int64_t p = p_first; p <= p_last; ++p) {
-            const double g = norms.slot_norm(norms.slot(k, s, p));
-            double& g_present = present[size_t((k * streams + s) * targets + p - r.target_begin)];
-            if (p == q) {
-              g_present = g;
-              present_sum[size_t(s)] += g;
-              if (g == 0) ++zero_present[size_t(s)];
-            } else if (g_present > 0) {
-              ratio_sum[size_t(s * K + q - p - 1)] += g / g_present;
-              ++count[size_t(s * K + q - p - 1)];
-            }
+            const int64_t slot = norms.slot(k, s, p);
+            all[size_t(s)].add(k, p - r.target_begin, q - p, norms.slot_norm(slot));
+            without_readout[size_t(s)].add(k, p - r.target_begin, q - p,
+                                           norms.slot_norm_without_readout(slot));
           }
       ++r.backwards;
       if (progress) progress(r.backwards, total_backwards);
     }
   }
   for (int64_t s = 0; s < streams; ++s) {
-    StreamRouting& st = r.streams[size_t(s)];
-    st.ratio.assign(size_t(K), 0.0);
-    st.count.assign(count.begin() + s * K, count.begin() + (s + 1) * K);
-    for (int64_t k = 0; k < K; ++k)
-      if (st.count[size_t(k)] > 0)
-        st.ratio[size_t(k)] = ratio_sum[size_t(s * K + k)] / double(st.count[size_t(k)]);
-    st.present_norm = r.targets > 0 ? present_sum[size_t(s)] / double(r.targets) : 0.0;
-    st.zero_present = zero_present[size_t(s)];
+    r.streams[size_t(s)].all = all[size_t(s)].curve(r.targets);
+    r.streams[size_t(s)].without_readout = without_readout[size_t(s)].curve(r.targets);
   }
   return r;
 }

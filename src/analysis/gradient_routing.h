@@ -22,13 +22,19 @@ struct GradientRoutingOptions {
   int64_t batch = 4;                            // sequences per backward
 };
 
-struct StreamRouting {
-  std::string name;  // standard | input | predict
-  bool persistent = false, readout = false;
+// ratio(k) of one stream under one choice of terms.
+struct RatioCurve {
   std::vector<double> ratio;   // [max_k], ratio(k) at index k − 1 (0 where count is 0)
   std::vector<int64_t> count;  // [max_k] targets averaged: p + k in the window, ‖G_s(L_p)‖ > 0
   double present_norm = 0;     // mean ‖G_s(L_p)‖ over all targets
   int64_t zero_present = 0;    // targets left out because ‖G_s(L_p)‖ = 0
+};
+
+struct StreamRouting {
+  std::string name;  // standard | input | predict
+  bool persistent = false, readout = false;
+  RatioCurve all;              // every parameter (SPEC §9)
+  RatioCurve without_readout;  // without the output norm and LM head terms
 };
 
 struct GradientRoutingResult {

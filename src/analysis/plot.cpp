@@ -66,7 +66,7 @@ std::string script_of(const PlotSpec& spec) {
   s << "set title " << gnuplot_quoted(spec.title) << "\n";
   s << "set xlabel " << gnuplot_quoted(spec.xlabel) << "\n";
   s << "set ylabel " << gnuplot_quoted(spec.ylabel) << "\n";
-  s << "set key outside right top\nset grid\n";
+  s << "set key outside below\nset grid\n";
   if (spec.log_x) s << "set logscale x 2\n";
   for (size_t i = 0; i < spec.series.size(); ++i) {
     s << "$series" << i << " << EOD\n";
@@ -75,7 +75,8 @@ std::string script_of(const PlotSpec& spec) {
   }
   s << "plot " << fmt::format("{} with lines lc rgb \"#999999\" dt 2 notitle", spec.hline);
   for (size_t i = 0; i < spec.series.size(); ++i)
-    s << ", $series" << i << " with lines lw 2 title " << gnuplot_quoted(spec.series[i].title);
+    s << ", $series" << i << " with lines lw 2 lc " << spec.series[i].color + 1 << " dt "
+      << (spec.series[i].dashed ? 2 : 1) << " title " << gnuplot_quoted(spec.series[i].title);
   s << "\n";
   return s.str();
 }

@@ -9,6 +9,8 @@ namespace sps::analysis {
 struct PlotSeries {
   std::string title;
   std::vector<std::pair<double, double>> points;
+  int color = 0;        // gnuplot's line colour number; series of one group share it
+  bool dashed = false;  // a variant of the solid series of its colour
 };
 
 struct PlotSpec {

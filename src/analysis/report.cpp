@@ -32,6 +32,23 @@ nlohmann::ordered_json persistent_window_json(const PersistentWindowResult& r, i
   return j;
 }
 
+namespace {
+
+nlohmann::ordered_json curve_json(const RatioCurve& c) {
+  nlohmann::ordered_json ratio = nlohmann::ordered_json::array(), at = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < c.ratio.size(); ++k)
+    ratio.push_back(c.count[k] > 0 ? nlohmann::ordered_json(c.ratio[k]) : nullptr);
+  for (size_t k : {1, 16, 64, 256, 512})
+    if (k <= c.ratio.size() && c.count[k - 1] > 0) at[std::to_string(k)] = c.ratio[k - 1];
+  return {{"ratio_at", at},
+          {"present_norm", c.present_norm},
+          {"zero_present", c.zero_present},
+          {"ratio", ratio},
+          {"count", c.count}};
+}
+
+}  // namespace
+
 nlohmann::ordered_json gradient_routing_json(const GradientRoutingResult& r) {
   nlohmann::ordered_json j;
   j["window"] = r.window;
@@ -43,36 +60,26 @@ nlohmann::ordered_json gradient_routing_json(const GradientRoutingResult& r) {
   j["backwards"] = r.backwards;
   nlohmann::ordered_json streams;
   for (const StreamRouting& s : r.streams) {
-    nlohmann::ordered_json ratio = nlohmann::ordered_json::array();
-    for (size_t k = 0; k < s.ratio.size(); ++k)
-      ratio.push_back(s.count[k] > 0 ? nlohmann::ordered_json(s.ratio[k]) : nullptr);
-    nlohmann::ordered_json at;
-    for (int64_t k : {1, 16, 64, 256, 512})
-      if (k <= int64_t(s.ratio.size()) && s.count[size_t(k - 1)] > 0)
-        at[std::to_string(k)] = s.ratio[size_t(k - 1)];
-    streams[s.name] = {{"persistent", s.persistent},
-                       {"readout", s.readout},
-                       {"present_norm", s.present_norm},
-                       {"zero_present", s.zero_present},
-                       {"ratio_at", at},
-                       {"ratio", ratio},
-                       {"count", s.count}};
+    nlohmann::ordered_json st = {{"persistent", s.persistent}, {"readout", s.readout}};
+    st.update(curve_json(s.all));
+    st["without_readout"] = curve_json(s.without_readout);
+    streams[s.name] = st;
   }
   j["streams"] = streams;
   return j;
 }
 
-PlotSeries delta_series(const PersistentWindowResult& r, const std::string& title) {
-  PlotSeries s{title, {}};
+PlotSeries delta_series(const PersistentWindowResult& r, const std::string& title, int color) {
+  PlotSeries s{title, {}, color, false};
   for (int64_t p = 0; p < r.length; ++p)
     if (r.count[size_t(p)] > 0) s.points.emplace_back(double(p), r.delta[size_t(p)]);
   return s;
 }
 
-PlotSeries ratio_series(const StreamRouting& stream, const std::string& title) {
-  PlotSeries s{title, {}};
-  for (size_t k = 0; k < stream.ratio.size(); ++k)
-    if (stream.count[k] > 0) s.points.emplace_back(double(k + 1), stream.ratio[k]);
+PlotSeries ratio_series(const RatioCurve& curve, const std::string& title, int color, bool dashed) {
+  PlotSeries s{title, {}, color, dashed};
+  for (size_t k = 0; k < curve.ratio.size(); ++k)
+    if (curve.count[k] > 0) s.points.emplace_back(double(k + 1), curve.ratio[k]);
   return s;
 }
 

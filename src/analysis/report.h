@@ -15,8 +15,8 @@ nlohmann::ordered_json persistent_window_json(const PersistentWindowResult& r, i
 nlohmann::ordered_json gradient_routing_json(const GradientRoutingResult& r);
 
 // Δℓ(p) against p, over the positions where some term counted.
-PlotSeries delta_series(const PersistentWindowResult& r, const std::string& title);
+PlotSeries delta_series(const PersistentWindowResult& r, const std::string& title, int color);
 // ratio(k) against k where some target was averaged.
-PlotSeries ratio_series(const StreamRouting& stream, const std::string& title);
+PlotSeries ratio_series(const RatioCurve& curve, const std::string& title, int color, bool dashed);
 
 }  // namespace sps::analysis

@@ -223,13 +223,24 @@ void run_persistent_window(const PersistentWindowArgs& a) {
     nlohmann::ordered_json entry = model_json(ck);
     entry.update(analysis::persistent_window_json(r, a.bin_width));
     results["models"].push_back(entry);
-    plot.series.push_back(analysis::delta_series(r, ck.label + " (" + ck.config.family + ")"));
+    plot.series.push_back(analysis::delta_series(r, ck.label + " (" + ck.config.family + ")",
+                                                 int(plot.series.size())));
     std::printf("| %s | %s | %lld | %lld | %.5f | %.4f |\n", ck.label.c_str(),
                 ck.config.family.c_str(), (long long)a.omega, (long long)r.sequences,
                 r.mean_delta(a.omega + 1, length), r.mean_baseline(a.omega + 1, length));
     std::fflush(stdout);
   }
   finish(c, results, figure, plot);
+}
+
+void print_ratio_row(const std::string& label, const std::string& stream,
+                     const analysis::RatioCurve& curve) {
+  std::string row = "| " + label + " | " + stream + " |";
+  for (size_t k : {1, 16, 64, 256, 512})
+    row += k <= curve.ratio.size() && curve.count[k - 1] > 0
+               ? fmt::format(" {:.3f} |", curve.ratio[k - 1])
+               : std::string(" – |");
+  std::printf("%s\n", row.c_str());
 }
 
 void run_gradients(const GradientArgs& a) {
@@ -284,12 +295,12 @@ void run_gradients(const GradientArgs& a) {
     entry.update(analysis::gradient_routing_json(r));
     results["models"].push_back(entry);
     for (const auto& s : r.streams) {
-      plot.series.push_back(analysis::ratio_series(s, ck.label + " " + s.name));
-      std::string row = "| " + ck.label + " | " + s.name + " |";
-      for (int64_t k : {1, 16, 64, 256, 512})
-        row += k <= r.max_k && s.count[size_t(k - 1)] > 0 ? fmt::format(" {:.3f} |", s.ratio[size_t(k - 1)])
-                                                          : std::string(" – |");
-      std::printf("%s\n", row.c_str());
+      const int color = int(plot.series.size() / 2);
+      plot.series.push_back(analysis::ratio_series(s.all, ck.label + " " + s.name, color, false));
+      plot.series.push_back(analysis::ratio_series(
+          s.without_readout, ck.label + " " + s.name + " (no readout terms)", color, true));
+      print_ratio_row(ck.label, s.name, s.all);
+      print_ratio_row(ck.label, s.name + " (no readout terms)", s.without_readout);
     }
     std::fflush(stdout);
   }

@@ -106,6 +106,7 @@ TEST(AnalyzeCli, GradientsWriteJsonTableAndFigure) {
   EXPECT_EQ(standard["backwards"], 10);  // q = 2..11, one batch
   EXPECT_EQ(standard["streams"]["standard"]["ratio"].size(), 9u);
   EXPECT_EQ(standard["streams"]["standard"]["count"][0], 2 * 4);
+  EXPECT_EQ(standard["streams"]["standard"]["without_readout"]["ratio"].size(), 9u);
   const auto& sps = j["models"][1]["streams"];
   EXPECT_TRUE(sps["input"]["persistent"].get<bool>());
   EXPECT_TRUE(sps["predict"]["readout"].get<bool>());

@@ -29,6 +29,8 @@ TEST(SlotGradientNorms, HandComputedRows) {
   // Readout row t = 1 is the predict slot of token 1: slot 3 + 1.
   norms.linear(0, in, dout, 1, 1, 2, 3, true);
   EXPECT_DOUBLE_EQ(norms.slot_norm(4), 15.0);
+  EXPECT_DOUBLE_EQ(norms.slot_norm_without_readout(4), 0.0);
+  EXPECT_DOUBLE_EQ(norms.slot_norm_without_readout(1), 15.0);
   // Norm gain: dout ⊙ x·rstd = (1, 2) ⊙ (1, 0.5) → ‖(1, 1)‖² = 2, added to slot 1's 225.
   const double x[] = {2, 1}, rstd[] = {0.5}, dnorm[] = {1, 2};
   norms.norm(0, x, rstd, dnorm, 1, 1, 2, false);
