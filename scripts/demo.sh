@@ -2,8 +2,12 @@
 # `make demo`: the project's main job on its default data. Builds the local `edu` corpus, an
 # 8192-entry BPE tokenizer and its token files, trains `tiny` standard and `tiny` sps (w = 64)
 # on the same data with the same seeds and token budget, then prints a table (final val NLL,
-# training tokens/s) and plots both loss curves (runs/demo/loss.png).
-#   TOKENS   training tokens per model (default 262144 = 64 steps of 4096 tokens)
+# training tokens/s), plots both loss curves (runs/demo/loss.png) and ends with the local
+# evaluation suite's summary of both models (val NLL, Corpus NLL, Task Accuracy).
+#   TOKENS      training tokens per model (default 262144 = 64 steps of 4096 tokens)
+#   EVAL_LIMIT  items of each task and documents of each corpus in the suite (default 20)
+#   EVAL_CORPUS_BYTES  text scored of each corpus (default 20000; kjv's first book alone is
+#               225 kB)
 #   SPS_HOME cache of tokenizer files, corpora and token files (default ~/.cache/sps)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,4 +82,26 @@ plot "$out/tiny_standard/loss.tsv" with lines lc rgb "#1f77b4" title "standard (
      "$out/tiny_standard/val.tsv" with linespoints lc rgb "#1f77b4" pt 7 title "standard (val)", \
      "$out/tiny_sps_w64/val.tsv" with linespoints lc rgb "#d62728" pt 7 title "sps w=64 (val)"
 PLOT
-echo "plot: $out/loss.png; table: $out/results.md"
+
+# The local real-data suite (docs/evaluation.md), cut to EVAL_LIMIT items and documents and
+# EVAL_CORPUS_BYTES of text each so the demo stays quick; both models see the same text.
+EVAL_LIMIT=${EVAL_LIMIT:-20}
+EVAL_CORPUS_BYTES=${EVAL_CORPUS_BYTES:-20000}
+[ -f "$SPS_HOME/eval-suite/continuation.jsonl" ] || bash scripts/build-eval-suite.sh "$data"
+for recipe in tiny_standard tiny_sps_w64; do
+  echo "== eval $recipe: sps eval --suite local --limit $EVAL_LIMIT --corpus-bytes $EVAL_CORPUS_BYTES"
+  $sps eval --checkpoint "$out/$recipe" --suite local --limit "$EVAL_LIMIT" \
+    --corpus-bytes "$EVAL_CORPUS_BYTES" --quiet \
+    --out "$out/$recipe/eval.json" > /dev/null
+done
+{
+  printf '\nLocal suite (sps eval --suite local --limit %s --corpus-bytes %s):\n\n' \
+    "$EVAL_LIMIT" "$EVAL_CORPUS_BYTES"
+  printf '| model | val NLL | Corpus NLL | Task Accuracy |\n|---|---|---|---|\n'
+  for recipe in tiny_standard tiny_sps_w64; do
+    read -r val corpus tasks < <(jq -r '.summary | [.val_nll, .corpus_nll, .task_accuracy]
+      | map(. // "nan") | @tsv' "$out/$recipe/eval.json")
+    printf '| %s | %.4f | %.4f | %.4f |\n' "$recipe" "$val" "$corpus" "$tasks"
+  done
+} | tee -a "$out/results.md"
+echo "plot: $out/loss.png; table: $out/results.md; evaluation: $out/*/eval.json"

@@ -44,6 +44,7 @@ struct EvalArgs {
   int64_t batch = 8;
   int64_t limit = 0;
   int64_t val_tokens = -1;
+  int64_t corpus_bytes = 0;
   bool quiet = false;
 };
 
@@ -196,6 +197,24 @@ std::pair<std::string, std::string> name_path(const std::string& spec, const std
   return {spec.substr(0, eq), spec.substr(eq + 1)};
 }
 
+// --corpus-bytes: the corpus's first documents up to `budget` bytes of text, the last one cut
+// at white space (quick runs; the numbers are then those of that prefix).
+void cap_corpus_bytes(std::vector<eval::CorpusDocument>& docs, int64_t budget) {
+  for (size_t i = 0; i < docs.size(); ++i) {
+    std::string& text = docs[i].text;
+    if (int64_t(text.size()) < budget) {
+      budget -= int64_t(text.size());
+      continue;
+    }
+    size_t cut = text.find_last_of(" \t\n", size_t(budget));
+    if (cut == std::string::npos || cut == 0) cut = size_t(budget);
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8
+    text.resize(cut);
+    docs.resize(text.empty() ? i : i + 1);
+    return;
+  }
+}
+
 std::string suite_dir() { return sps_home() + "/eval-suite"; }
 
 void run_eval(const EvalArgs& a) {
@@ -288,6 +307,7 @@ void run_eval(const EvalArgs& a) {
       const auto [name, path] = name_path(t.substr(7), "corpus");
       auto docs = eval::read_corpus(path);
       if (a.limit > 0 && int64_t(docs.size()) > a.limit) docs.resize(size_t(a.limit));
+      if (a.corpus_bytes > 0) cap_corpus_bytes(docs, a.corpus_bytes);
       ProgressBar bar("corpus " + name, "windows", !a.quiet);
       const auto t0 = Clock::now();
       const eval::CorpusScore s = eval::score_corpus(model, tok(), docs, a.batch, bar.fn());
@@ -383,6 +403,8 @@ void register_eval(CLI::App& app) {
                   "full pass per choice); the same numbers")
       ->capture_default_str();
   cmd->add_option("--limit", a->limit, "first N items of each task and documents of each corpus (0 = all)");
+  cmd->add_option("--corpus-bytes", a->corpus_bytes,
+                  "score only each corpus's first N bytes of text (cut at white space; 0 = all)");
   cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)");
   cmd->add_flag("--quiet", a->quiet, "no progress bars");
   cmd->callback([a] { run_eval(*a); });

@@ -125,6 +125,21 @@ nlohmann::json json_file(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+TEST(EvalCli, CorpusBytesKeepsTheFirstBytesCutAtWhiteSpace) {
+  Fixture f;
+  write(f.dir.file("c.jsonl"), R"({"text": "alpha beta gamma"})" "\n" R"({"text": "delta"})" "\n");
+  std::string out;
+  ASSERT_EQ(run(f.base + " --tasks corpus:c=" + f.dir.file("c.jsonl") + " --corpus-bytes 13 --out " +
+                    f.dir.file("r.json"),
+                &out),
+            0)
+      << out;
+  const auto c = json_file(f.dir.file("r.json"))["corpus"]["c"];
+  EXPECT_EQ(c["documents"], 1);
+  EXPECT_EQ(c["bytes"], 10);  // "alpha beta"
+  EXPECT_EQ(c["words"], 2);
+}
+
 TEST(EvalCli, SharedAndNaiveScoringReportTheSameAccuracies) {
   Fixture f;
   std::string items;
