@@ -184,6 +184,8 @@ void run_persistent_window(const PersistentWindowArgs& a) {
           ? analysis::sample_documents(*data, length, c.count, c.seed,
                                        checkpoints[0].config.eos_token_id, vocab)
           : analysis::sample_windows(*data, length, c.count, c.seed, vocab);
+  if (seqs.tokens.empty() && a.source == "windows")
+    fail("{}: {} tokens, fewer than length + 1 = {}", data->path(), data->size(), length + 1);
   if (seqs.tokens.empty())
     fail("{}: no document has {} tokens (length + 1); lower --length or use --source windows",
          data->path(), length + 1);

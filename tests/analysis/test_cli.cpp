@@ -59,9 +59,10 @@ struct Fixture {
     std::ofstream(data, std::ios::binary)
         .write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
   }
-  std::string analyze(const std::string& what) const {
+  std::string analyze(const std::string& what) const { return analyze(what, data); }
+  std::string analyze(const std::string& what, const std::string& token_file) const {
     return "'" + kSpsBinary + "' analyze " + what + " --quiet --checkpoint " + dir.file("standard") +
-           " --checkpoint " + dir.file("sps") + " --data " + data;
+           " --checkpoint " + dir.file("sps") + " --data " + token_file;
   }
 };
 
@@ -116,30 +117,40 @@ TEST(AnalyzeCli, GradientsWriteJsonTableAndFigure) {
 
 TEST(AnalyzeCli, BadInputIsOneLineWithStatusTwo) {
   Fixture f;
-  const std::string pw = f.analyze("persistent-window") + " --out " + f.dir.file("x.json");
-  const std::string gr = f.analyze("gradients") + " --out " + f.dir.file("x.json");
+  const std::string out = " --out " + f.dir.file("x.json");
+  const std::string pw = f.analyze("persistent-window") + out;
+  const std::string gr = f.analyze("gradients") + out;
   const std::string bin = "'" + kSpsBinary + "' analyze ";
-  const std::vector<std::string> bad = {
-      bin + "persistent-window --out " + f.dir.file("x.json"),  // no --checkpoint
-      bin + "gradients --checkpoint " + f.dir.file("nowhere") + " --out " + f.dir.file("x.json"),
-      bin + "gradients --target-begin 2 --checkpoint " + f.dir.file("sps") + " --out " +
-          f.dir.file("x.json"),  // no --data and no data.val_bin
-      pw + " --omega -1",
-      pw + " --source everywhere",
-      pw + " --count 0",
-      pw + " --out " + f.dir.file("no/such/folder/x.json"),
-      pw + " --label only-one",
-      pw + " --data " + f.dir.file("missing.bin"),
-      gr + " --target-begin 11",
-      gr + " --target-begin 5 --target-end 5",
-      gr + " --max-k 0",
-      gr + " --window abc",
+  const std::vector<uint16_t> few = {1, 2, 3, 60, 4, 5};  // shorter than 13 tokens
+  std::ofstream(f.dir.file("short.bin"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(few.data()), std::streamsize(few.size() * 2));
+  // Each command and a piece of the one line it must print.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {bin + "persistent-window" + out, "--checkpoint is required"},
+      {bin + "gradients --checkpoint " + f.dir.file("nowhere") + out, "no such folder"},
+      {bin + "gradients --target-begin 2 --checkpoint " + f.dir.file("sps") + out,
+       "names no data.val_bin"},
+      {pw + " --omega -1", "--omega must be at least 0"},
+      {pw + " --source everywhere", "expected documents or windows"},
+      {pw + " --count 0", "--count"},
+      {f.analyze("persistent-window") + " --out " + f.dir.file("no/such/folder/x.json"),
+       "no folder"},
+      {pw + " --label only-one", "1 --label for 2 --checkpoint"},
+      {f.analyze("persistent-window", f.dir.file("missing.bin")) + out, "missing.bin"},
+      {f.analyze("persistent-window", f.dir.file("short.bin")) + out + " --source windows",
+       "fewer than length + 1"},
+      {f.analyze("persistent-window", f.dir.file("short.bin")) + out, "no document has 13 tokens"},
+      {gr + " --target-begin 11", "leaves no target"},
+      {gr + " --target-begin 5 --target-end 5", "need 0 ≤ begin < end"},
+      {gr + " --max-k 0", "--max-k must be at least 1"},
+      {gr + " --window abc", "--window"},
   };
-  for (const auto& command : bad) {
-    std::string out;
-    EXPECT_EQ(run(command, &out), 2) << command << "\n" << out;
-    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << command << "\n" << out;
-    EXPECT_EQ(out.rfind("sps: ", 0), 0u) << out;
+  for (const auto& [command, expected] : bad) {
+    std::string text;
+    EXPECT_EQ(run(command, &text), 2) << command << "\n" << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << command << "\n" << text;
+    EXPECT_EQ(text.rfind("sps: ", 0), 0u) << text;
+    EXPECT_NE(text.find(expected), std::string::npos) << command << "\n" << text;
   }
   EXPECT_FALSE(std::filesystem::exists(f.dir.file("x.json")));
 }
