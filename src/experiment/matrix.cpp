@@ -78,6 +78,15 @@ void check_scale_name(const std::string& scale, const std::string& source) {
   if (!ok) fail("{}: scales: '{}': expected letters, digits and '-'", source, scale);
 }
 
+void check_override_text(const std::string& o, const std::string& source) {
+  if (o.find('=') == std::string::npos || o.starts_with("system.out_dir="))
+    fail("{}: overrides: '{}': expected section.key=value (system.out_dir is set per run)", source, o);
+}
+
+bool in_scope(const std::vector<std::string>& scope, const std::string& value) {
+  return scope.empty() || std::find(scope.begin(), scope.end(), value) != scope.end();
+}
+
 std::string recipe_for(const ExperimentMatrix& m, const std::string& scale) {
   const size_t at = m.recipe.find("{scale}");
   if (at == std::string::npos) return m.recipe;
@@ -133,10 +142,22 @@ ExperimentMatrix parse_matrix(const std::string& text, const std::string& source
     fail("{}: windows: none of the families ({}) has a window", source, fmt::join(m.families, ", "));
   m.tokens = integers(root, "tokens", source, false, 1);
   check_distinct(m.tokens, "tokens", source);
-  m.overrides = strings(root, "overrides", source, false);
-  for (const auto& o : m.overrides)
-    if (o.find('=') == std::string::npos || o.starts_with("system.out_dir="))
-      fail("{}: overrides: '{}': expected section.key=value (system.out_dir is set per run)", source, o);
+  const YAML::Node overrides = sequence(root, "overrides", source, false);
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    const std::string field = fmt::format("overrides[{}]", i);
+    if (overrides[i].IsMap()) {
+      check_yaml_keys(overrides[i], {"scales", "families", "set"}, source, field);
+      ScopedOverrides scoped;
+      scoped.scales = strings(overrides[i], "scales", source + ": " + field, false);
+      scoped.families = strings(overrides[i], "families", source + ": " + field, false);
+      scoped.set = strings(overrides[i], "set", source + ": " + field, true);
+      for (const auto& o : scoped.set) check_override_text(o, source);
+      m.scoped_overrides.push_back(std::move(scoped));
+    } else {
+      m.overrides.push_back(yaml_string(overrides[i], source, field));
+      check_override_text(m.overrides.back(), source);
+    }
+  }
   m.eval_args = strings(root, "eval", source, false);
   m.bench = root["bench"].IsDefined();
   if (m.bench && !root["bench"].IsNull()) m.bench_args = strings(root, "bench", source, false);
@@ -168,7 +189,7 @@ std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& m) {
         for (const int64_t window : windows) {
           std::string group = scale + "_" + family;
           if (windowed(family)) group += fmt::format("_w{}", window);
-          if (m.tokens.size() > 1) group += "_" + token_label(budget);
+          if (m.tokens.size() > 1) group += fmt::format("_{}", token_label(budget));
           for (const int64_t seed : m.seeds) {
             PlannedRun run;
             run.group = group;
@@ -180,6 +201,9 @@ std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& m) {
             run.seed = seed;
             run.tokens = budget;
             run.overrides = common;
+            for (const auto& scoped : m.scoped_overrides)
+              if (in_scope(scoped.scales, scale) && in_scope(scoped.families, family))
+                run.overrides.insert(run.overrides.end(), scoped.set.begin(), scoped.set.end());
             run.overrides.push_back("model.family=" + std::string(family == "2x_memory" ? "sps" : family));
             if (family != "standard") run.overrides.push_back(fmt::format("model.window_size={}", window));
             if (!m.tokens.empty()) run.overrides.push_back(fmt::format("training.max_tokens={}", budget));

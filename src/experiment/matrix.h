@@ -8,6 +8,11 @@
 
 namespace sps {
 
+// Overrides for the runs of some scales and families only (a list left out matches all).
+struct ScopedOverrides {
+  std::vector<std::string> scales, families, set;
+};
+
 struct ExperimentMatrix {
   std::string source;  // the matrix file, for messages
   std::string text;    // its content, copied into the experiment folder
@@ -15,6 +20,7 @@ struct ExperimentMatrix {
   std::vector<std::string> families, scales;
   std::vector<int64_t> windows, seeds, tokens;  // tokens empty: the recipe's max_tokens
   std::vector<std::string> overrides;           // section.key=value for every run
+  std::vector<ScopedOverrides> scoped_overrides;  // then these, where they apply
   std::vector<std::string> eval_args;           // passed to `sps eval`
   bool bench = false;                           // a `bench:` section was given
   std::vector<std::string> bench_args;          // passed to `sps bench generate`

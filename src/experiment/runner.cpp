@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <exception>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -144,6 +145,7 @@ class Runner {
     std::vector<std::thread> workers;
     for (int64_t i = 0; i < parallel_; ++i) workers.emplace_back([this] { work(); });
     for (auto& w : workers) w.join();
+    if (error_) std::rethrow_exception(error_);
     summary_.runs = int64_t(runs_.size());
     summary_.stopped = stop_requested();
     summary_.not_done = summary_.runs - summary_.done - summary_.skipped - summary_.failed;
@@ -156,10 +158,17 @@ class Runner {
       size_t index;
       {
         std::lock_guard lock(mutex_);
-        if (next_ >= runs_.size() || stop_requested()) return;
+        if (next_ >= runs_.size() || stop_requested() || error_) return;
         index = next_++;
       }
-      const Outcome outcome = run_one(index);
+      Outcome outcome;
+      try {
+        outcome = run_one(index);
+      } catch (...) {  // a damaged folder or a child that cannot start: stop taking runs
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        return;
+      }
       std::lock_guard lock(mutex_);
       if (outcome == Outcome::done) ++summary_.done;
       if (outcome == Outcome::skipped) ++summary_.skipped;
@@ -223,6 +232,7 @@ class Runner {
   std::vector<std::string> child_env_;
   std::mutex mutex_;
   size_t next_ = 0;
+  std::exception_ptr error_;
   ExperimentSummary summary_;
 };
 

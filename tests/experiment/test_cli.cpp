@@ -1,0 +1,224 @@
+// `sps experiment` as a program: experiments/smoke.yaml end to end (data prepared here, every
+// run trained, evaluated and reported), a rerun after an interruption that finishes only the
+// unfinished run, the dry run, and one clear line with exit status 2 for a bad matrix.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "util/temp_dir.h"
+
+namespace sps::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kSpsBinary = SPS_BINARY;
+const std::string kSource = SPS_SOURCE_DIR;
+
+int run(const std::string& command, std::string* out) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return -1;
+  std::string text;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
+  const int status = ::pclose(pipe);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Paragraphs of pseudo-text from a fixed word list, separated by blank lines.
+std::string smoke_text(int paragraphs) {
+  static const char* words[] = {"the", "kernel", "reads", "a", "page", "from", "memory", "and",
+                                "python", "writes", "each", "line", "to", "its", "buffer", "when",
+                                "called", "by", "module", "state", "of", "process", "returns"};
+  uint64_t x = 88172645463325252ull;
+  std::string text;
+  for (int p = 0; p < paragraphs; ++p) {
+    for (int w = 0; w < 24; ++w) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      text += words[x % (sizeof words / sizeof *words)];
+      text += w == 23 ? ".\n\n" : " ";
+    }
+  }
+  return text;
+}
+
+std::string byte_rank_file() {
+  static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string ranks;
+  for (int b = 0; b < 256; ++b) {
+    ranks += b64[b >> 2];
+    ranks += b64[(b & 3) << 4];
+    ranks += "== " + std::to_string(b) + "\n";
+  }
+  return ranks;
+}
+
+// A temporary SPS_HOME holding what experiments/smoke.yaml reads.
+struct SmokeHome {
+  TempDir dir;
+  std::string env;
+  SmokeHome() {
+    const fs::path smoke = dir.path() / "smoke";
+    fs::create_directories(smoke);
+    write_whole_file((smoke / "bytes.tok").string(), byte_rank_file());
+    write_whole_file((smoke / "text.txt").string(), smoke_text(300));
+    write_whole_file((smoke / "corpus.txt").string(), smoke_text(4));
+    env = "SPS_HOME='" + dir.path().string() + "' OMP_NUM_THREADS=1 ";
+    std::string out;
+    const int rc = run(env + "'" + kSpsBinary + "' data prepare " + (smoke / "text.txt").string() +
+                           " --split-blank-lines --val-fraction 0.2 --tokenizer " +
+                           (smoke / "bytes.tok").string() + " --out " + (smoke / "data").string(),
+                       &out);
+    if (rc != 0) throw std::runtime_error("sps data prepare failed: " + out);
+  }
+  std::string experiment(const std::string& args) const {
+    return "cd '" + kSource + "' && " + env + "'" + kSpsBinary + "' experiment " + args;
+  }
+};
+
+json read_json(const fs::path& path) { return json::parse(read_whole_file(path.string())); }
+
+struct FileStamp {
+  ino_t inode;
+  int64_t mtime_ns;
+  bool operator==(const FileStamp&) const = default;
+};
+
+FileStamp stamp(const fs::path& path) {
+  struct stat s {};
+  EXPECT_EQ(::stat(path.c_str(), &s), 0) << path;
+  return {s.st_ino, int64_t(s.st_mtim.tv_sec) * 1000000000 + s.st_mtim.tv_nsec};
+}
+
+TEST(ExperimentCli, SmokeMatrixRunsReportsAndResumesOnlyUnfinishedRuns) {
+  SmokeHome home;
+  const fs::path out = home.dir.path() / "experiment";
+  std::string log;
+  ASSERT_EQ(run(home.experiment("run experiments/smoke.yaml --out " + out.string()), &log), 0) << log;
+  EXPECT_NE(log.find("[run 4 of 4]"), std::string::npos) << log;
+  const std::vector<std::string> names = {"tiny_standard_seed1", "tiny_standard_seed2",
+                                          "tiny_sps_w8_seed1", "tiny_sps_w8_seed2"};
+  for (const auto& name : names) {
+    const fs::path dir = out / "runs" / name;
+    EXPECT_EQ(read_json(dir / "run.json")["status"], "done") << name << "\n" << log;
+    EXPECT_TRUE(fs::exists(dir / "eval.json")) << name;
+    EXPECT_TRUE(fs::exists(dir / "train" / "checkpoints" / "final")) << name;
+    EXPECT_TRUE(fs::exists(dir / "train.log") && fs::exists(dir / "eval.log")) << name;
+  }
+  EXPECT_EQ(read_whole_file((out / "matrix.yaml").string()),
+            read_whole_file(kSource + "/experiments/smoke.yaml"));
+  EXPECT_NE(read_whole_file((out / "experiment.jsonl").string()).find("\"event\":\"done\""),
+            std::string::npos);
+
+  ASSERT_EQ(run(home.experiment("report --no-figures " + out.string()), &log), 0) << log;
+  EXPECT_TRUE(fs::exists(out / "results.md"));
+  EXPECT_TRUE(fs::exists(out / "results.json"));
+
+  // Interrupted while evaluating the second run: status back, its eval.json gone.
+  const fs::path first = out / "runs" / names[0], second = out / "runs" / names[1];
+  json record = read_json(second / "run.json");
+  record["status"] = "training";
+  write_whole_file((second / "run.json").string(), record.dump());
+  fs::remove(second / "eval.json");
+  const FileStamp first_eval = stamp(first / "eval.json"),
+                  first_model = stamp(first / "train/checkpoints/final/model.safetensors"),
+                  second_model = stamp(second / "train/checkpoints/final/model.safetensors");
+  ASSERT_EQ(run(home.experiment("run experiments/smoke.yaml --out " + out.string()), &log), 0) << log;
+  EXPECT_NE(log.find("1 done now, 3 done before, 0 failed, 0 not done"), std::string::npos) << log;
+  EXPECT_TRUE(stamp(first / "eval.json") == first_eval) << "a finished run was evaluated again";
+  EXPECT_TRUE(stamp(first / "train/checkpoints/final/model.safetensors") == first_model);
+  EXPECT_TRUE(stamp(second / "train/checkpoints/final/model.safetensors") == second_model)
+      << "a trained run was trained again";
+  EXPECT_EQ(read_json(second / "run.json")["status"], "done");
+  EXPECT_TRUE(fs::exists(second / "eval.json"));
+}
+
+// SIGTERM while the first run trains: the trainer checkpoints, the runner exits 0 with the
+// run not done, and the next invocation resumes it from that checkpoint.
+TEST(ExperimentCli, SigtermMidRunLeavesItResumable) {
+  SmokeHome home;
+  std::string matrix = read_whole_file(kSource + "/experiments/smoke.yaml");
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = matrix.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    matrix.replace(at, from.size(), to);
+  };
+  replace("recipe: ../", "recipe: " + kSource + "/");
+  replace("families: [standard, sps]", "families: [standard]");
+  replace("windows: [8]\n", "");
+  replace("seeds: [1, 2]", "seeds: [1]");
+  replace("tokens: [4096]", "tokens: [131072]");
+  const std::string matrix_path = home.dir.file("long.yaml");
+  write_whole_file(matrix_path, matrix);
+  const fs::path out = home.dir.path() / "long";
+  const fs::path train = out / "runs" / "tiny_standard_seed1" / "train";
+  const std::string command = home.env + "exec '" + kSpsBinary + "' experiment run " + matrix_path +
+                              " --out " + out.string() + " > " + home.dir.file("long.log") + " 2>&1";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  bool ended = false;  // early: the log says why
+  for (int i = 0; i < 600 && !ended && !fs::exists(train / "checkpoints" / "latest"); ++i) {
+    ended = ::waitpid(pid, &status, WNOHANG) == pid;
+    ::usleep(100000);
+  }
+  const bool checkpointed = fs::exists(train / "checkpoints" / "latest");
+  if (!ended) {
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, &status, 0);
+  }
+  const std::string log = read_whole_file(home.dir.file("long.log"));
+  ASSERT_TRUE(checkpointed) << log;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
+  EXPECT_NE(log.find("stopped by a signal"), std::string::npos) << log;
+  EXPECT_EQ(read_json(train.parent_path() / "run.json")["status"], "training");
+  EXPECT_FALSE(fs::exists(train / "checkpoints" / "final"));
+
+  // The same command continues from the checkpoint.
+  std::string again;
+  ASSERT_EQ(run(home.env + "'" + kSpsBinary + "' experiment run " + matrix_path + " --out " + out.string(),
+                &again),
+            0)
+      << again;
+  EXPECT_EQ(read_json(train.parent_path() / "run.json")["status"], "done") << again;
+  EXPECT_NE(read_whole_file((train.parent_path() / "train.log").string()).find("resumed from"),
+            std::string::npos);
+}
+
+TEST(ExperimentCli, DryRunListsRunsWithoutRunning) {
+  SmokeHome home;
+  const fs::path out = home.dir.path() / "experiment";
+  std::string log;
+  ASSERT_EQ(run(home.experiment("run experiments/smoke.yaml --dry-run --out " + out.string()), &log), 0)
+      << log;
+  EXPECT_NE(log.find("4 runs"), std::string::npos) << log;
+  EXPECT_NE(log.find("tiny_sps_w8_seed2"), std::string::npos) << log;
+  EXPECT_NE(log.find(" train --config configs/experiments/tiny_standard.yaml"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(ExperimentCli, BadMatrixIsOneLineAndStatus2) {
+  TempDir dir;
+  write_whole_file(dir.file("bad.yaml"), "recipe: x.yaml\nfamilies: [standard]\nseeds: [1]\nscale: [tiny]\n");
+  std::string out;
+  EXPECT_EQ(run("'" + kSpsBinary + "' experiment run " + dir.file("bad.yaml"), &out), 2) << out;
+  EXPECT_NE(out.find("bad.yaml: matrix.scale: unknown key"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_EQ(run("'" + kSpsBinary + "' experiment report " + dir.file("missing"), &out), 2) << out;
+}
+
+}  // namespace
+}  // namespace sps::testing
