@@ -122,7 +122,9 @@ ExperimentMatrix parse_matrix(const std::string& text, const std::string& source
   ExperimentMatrix m;
   m.source = source;
   m.text = text;
-  if (!root["recipe"]) fail("{}: recipe: missing (a training recipe, e.g. ../configs/experiments/tiny_standard.yaml)", source);
+  if (!root["recipe"])
+    fail("{}: recipe: missing (a training recipe, e.g. ../configs/experiments/tiny_standard.yaml)",
+         source);
   const std::string recipe = yaml_string(root["recipe"], source, "recipe");
   m.recipe = (fs::path(source).parent_path() / recipe).lexically_normal().string();
   m.families = strings(root, "families", source, true);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <ctime>
 #include <exception>
 #include <cstdio>
 #include <filesystem>
@@ -190,10 +192,12 @@ class Runner {
     const auto t0 = Clock::now();
     const RunCommands commands = run_commands(matrix_, run, options_, fs::exists(dir / "train"));
     std::vector<Stage> stages;
-    if (!fs::exists(final_checkpoint(dir))) stages.push_back({"training", "sps train", "train.log", commands.train, ""});
+    if (!fs::exists(final_checkpoint(dir)))
+      stages.push_back({"training", "sps train", "train.log", commands.train, ""});
     stages.push_back({"evaluating", "sps eval", "eval.log", commands.eval, ""});
     if (matrix_.bench)
-      stages.push_back({"benchmarking", "sps bench generate", "bench.log", commands.bench, (dir / "bench.json").string()});
+      stages.push_back({"benchmarking", "sps bench generate", "bench.log", commands.bench,
+                        (dir / "bench.json").string()});
     for (const Stage& stage : stages) {
       write_run_json(dir, run, stage.status, "");
       ChildCommand child;

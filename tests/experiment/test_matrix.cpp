@@ -35,7 +35,8 @@ TEST(Matrix, CrossesAxesWithSeedsInnermost) {
   const auto runs = expand("recipe: ../configs/experiments/tiny_standard.yaml\n"
                            "scales: [tiny]\nfamilies: [standard, sps, 2x_memory]\n"
                            "windows: [16, 64]\nseeds: [1, 2]\ntokens: [1048576]\n"
-                           "overrides: [training.log_interval=4, {families: [2x_memory], set: [training.log_interval=8]}]\n");
+                           "overrides: [training.log_interval=4,\n"
+                           "            {families: [2x_memory], set: [training.log_interval=8]}]\n");
   // standard once, sps per window, 2x_memory once: (1 + 2 + 1) groups × 2 seeds.
   ASSERT_EQ(runs.size(), 8u);
   const std::vector<std::string> names = {

@@ -72,13 +72,14 @@ TEST(Runner, DryRunListsEveryRunAndItsCommands) {
 TEST(Runner, RefusesAFolderMadeByAnotherMatrix) {
   TempDir dir;
   const ExperimentMatrix m = two_run_matrix();
-  auto runs = expand_matrix(m);
+  const auto runs = expand_matrix(m);
   const fs::path run = dir.path() / "runs" / runs[0].name;
   fs::create_directories(run);
-  nlohmann::json record = {{"name", runs[0].name},   {"group", runs[0].group},   {"recipe", runs[0].recipe},
-                           {"family", "sps"},        {"window", 8},              {"scale", "tiny"},
-                           {"seed", 1},              {"tokens", 1048576},           {"overrides", {"model.preset=tiny"}},
-                           {"status", "done"},       {"error", ""}};
+  const nlohmann::json record = {
+      {"name", runs[0].name}, {"group", runs[0].group}, {"recipe", runs[0].recipe},
+      {"family", "sps"},      {"window", 8},            {"scale", "tiny"},
+      {"seed", 1},            {"tokens", 1048576},      {"overrides", {"model.preset=tiny"}},
+      {"status", "done"},     {"error", ""}};
   write_whole_file((run / "run.json").string(), record.dump());
   RunnerOptions options;
   options.out_dir = dir.path().string();
@@ -88,7 +89,8 @@ TEST(Runner, RefusesAFolderMadeByAnotherMatrix) {
     FAIL() << "a changed matrix was accepted";
   } catch (const UserError& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find("run.json: made with overrides [model.preset=tiny]"), std::string::npos) << message;
+    EXPECT_NE(message.find("run.json: made with overrides [model.preset=tiny]"), std::string::npos)
+        << message;
     EXPECT_NE(message.find("training.seed=1"), std::string::npos) << message;
   }
   EXPECT_FALSE(fs::exists(dir.path() / "runs" / runs[1].name)) << "started despite the refusal";
