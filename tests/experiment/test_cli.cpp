@@ -111,6 +111,7 @@ TEST(ExperimentCli, SmokeMatrixRunsReportsAndResumesOnlyUnfinishedRuns) {
     const fs::path dir = out / "runs" / name;
     EXPECT_EQ(read_json(dir / "run.json")["status"], "done") << name << "\n" << log;
     EXPECT_TRUE(fs::exists(dir / "eval.json")) << name;
+    EXPECT_TRUE(fs::exists(dir / "bench.json") && fs::exists(dir / "bench.log")) << name;
     EXPECT_TRUE(fs::exists(dir / "train" / "checkpoints" / "final")) << name;
     EXPECT_TRUE(fs::exists(dir / "train.log") && fs::exists(dir / "eval.log")) << name;
   }
