@@ -55,11 +55,11 @@ TaskResult task_metrics(const TaskData& task, const std::vector<Score>& scores);
 // The requests of a task, in item order, choices in order.
 std::vector<Request> task_requests(const TaskData& task, const BpeTokenizer& tokenizer);
 
-// Scores every choice (`scoring`: shared context by default, the same numbers as naive) and
-// reports progress in items.
+// Scores every choice (naive or shared: the same numbers; naive is the faster on CPU, see
+// docs/performance.md) and reports progress in items.
 template <typename T>
 TaskResult run_task(Model<T>& model, const BpeTokenizer& tokenizer, const TaskData& task,
                     int64_t batch, const Progress& progress = {},
-                    Scoring scoring = Scoring::shared);
+                    Scoring scoring = Scoring::naive);
 
 }  // namespace sps::eval
