@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/model_files.h"
 #include "infer/generator.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "model/weights_io.h"
 #include "tokenizer/bpe.h"
-#include "train/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/safetensors.h"
@@ -67,40 +67,11 @@ struct LoadedModel {
   YAML::Node config_doc;  // the whole config file, for the tokenizer it names
 };
 
-// A checkpoint folder, or a run folder whose newest complete checkpoint is taken.
-std::string resolve_checkpoint(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) fail("--checkpoint {}: no such folder", dir);
-  if (fs::exists(fs::path(dir) / "model.safetensors", ec)) {
-    if (!fs::exists(fs::path(dir) / "config.yaml", ec))
-      fail("--checkpoint {}: config.yaml is missing beside model.safetensors", dir);
-    return dir;
-  }
-  if (fs::is_directory(fs::path(dir) / "checkpoints", ec)) {
-    const std::string newest = find_newest_checkpoint(dir);
-    if (newest.empty()) fail("--checkpoint {}: no complete checkpoint under {}/checkpoints", dir, dir);
-    return newest;
-  }
-  fail("--checkpoint {}: not a checkpoint folder (no model.safetensors) nor a run folder (no "
-       "checkpoints/)",
-       dir);
-}
-
 LoadedModel load_model(const GenerateArgs& a) {
-  std::string weights_path;
   LoadedModel m;
-  if (!a.checkpoint.empty()) {
-    if (!a.weights.empty() || !a.config.empty())
-      fail("give either --checkpoint or --weights with --config, not both");
-    const std::string dir = resolve_checkpoint(a.checkpoint);
-    weights_path = (fs::path(dir) / "model.safetensors").string();
-    m.config_path = (fs::path(dir) / "config.yaml").string();
-  } else {
-    if (a.weights.empty() || a.config.empty())
-      fail("give --checkpoint DIR, or --weights FILE with --config FILE");
-    weights_path = a.weights;
-    m.config_path = a.config;
-  }
+  const ModelFiles files = resolve_model_files(a.checkpoint, a.weights, a.config);
+  const std::string& weights_path = files.weights_path;
+  m.config_path = files.config_path;
   m.config_doc = load_yaml_file(m.config_path);
   const ModelConfig config = load_model_config(m.config_path, {});
   // Same shapes do not mean the same model: the family and special ids must agree with the

@@ -183,7 +183,7 @@ TEST(GenerateCli, BadInputIsOneLineAndStatusTwo) {
   const std::string prompt = " --prompt hi";
   expect_error("--checkpoint " + quote(f.dir.file("missing")) + prompt, "no such folder");
   fs::create_directories(f.dir.file("empty"));
-  expect_error("--checkpoint " + quote(f.dir.file("empty")) + prompt, "not a checkpoint folder");
+  expect_error("--checkpoint " + quote(f.dir.file("empty")) + prompt, "neither a checkpoint folder");
   expect_error(f.base(), "interactive mode needs a terminal");
   expect_error(f.base() + prompt + " --top-p 0", "--top-p");
   expect_error(f.base() + prompt + " --truncate right", "--truncate");
