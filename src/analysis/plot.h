@@ -20,8 +20,6 @@ struct PlotSpec {
   std::vector<PlotSeries> series;
 };
 
-// Whether `gnuplot` runs (checked before a long analysis, so a missing one fails early).
-bool gnuplot_available();
 
 // Renders `spec` as a PNG and writes it to `path` atomically; gnuplot failing is a
 // UserError with its first line of complaint.

@@ -24,6 +24,7 @@
 #include "model/weights_io.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/gnuplot.h"
 #include "util/yaml_config.h"
 
 namespace sps::cli {
@@ -147,7 +148,7 @@ std::string prepare_outputs(const CommonArgs& a) {
   if (a.no_figure) return "";
   const std::string figure =
       !a.figure.empty() ? a.figure : fs::path(a.out).replace_extension(".png").string();
-  if (!analysis::gnuplot_available())
+  if (!gnuplot_available())
     fail("gnuplot is not installed (it draws {}); install gnuplot-nox or pass --no-figure", figure);
   return figure;
 }

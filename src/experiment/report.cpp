@@ -10,6 +10,7 @@
 #include "experiment/report_figures.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/gnuplot.h"
 
 namespace sps {
 
@@ -63,7 +64,7 @@ void draw_figures(const std::string& dir, ReportContent& content) {
   const std::vector<report::Figure> figures = report::plan_figures(content.cohorts, skipped);
   for (const std::string& s : skipped) content.notes.push_back("skipped: " + s);
   if (figures.empty()) return;
-  if (!report::gnuplot_available()) {
+  if (!gnuplot_available()) {
     content.notes.push_back("gnuplot not found: no figures drawn (install gnuplot-nox)");
     return;
   }

@@ -24,8 +24,6 @@ struct Figure {
   std::string reference_title;
 };
 
-// Whether `gnuplot` runs here.
-bool gnuplot_available();
 
 // Draws `figure` into <figures_dir>/<figure.file>, replacing it only once gnuplot succeeded.
 // Returns an empty string on success, else why it could not be drawn.
