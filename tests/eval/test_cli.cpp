@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "run_command.h"
 #include "eval_fixtures.h"
 #include "model/weights_io.h"
 #include "util/temp_dir.h"
@@ -16,16 +17,9 @@ namespace {
 
 const std::string kSpsBinary = SPS_BINARY;
 
+// Runs the command with stderr folded into *out.
 int run(const std::string& command, std::string* out) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  std::string text;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
-  const int status = ::pclose(pipe);
-  if (out) *out = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run_command(command + " 2>&1", out);
 }
 
 void write(const std::string& path, const std::string& text) {

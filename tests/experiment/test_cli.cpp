@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "run_command.h"
 #include "util/temp_dir.h"
 
 namespace sps::testing {
@@ -22,16 +23,9 @@ using nlohmann::json;
 const std::string kSpsBinary = SPS_BINARY;
 const std::string kSource = SPS_SOURCE_DIR;
 
+// Runs the command with stderr folded into *out.
 int run(const std::string& command, std::string* out) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  std::string text;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
-  const int status = ::pclose(pipe);
-  if (out) *out = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run_command(command + " 2>&1", out);
 }
 
 // Paragraphs of pseudo-text from a fixed word list, separated by blank lines.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "run_command.h"
 #include "infer/generator.h"
 #include "infer_fixtures.h"
 #include "model/weights_io.h"
@@ -41,13 +42,7 @@ CliRun generate(const std::string& args, const TempDir& dir) {
   const std::string command =
       quote(kSps) + " generate " + args + " </dev/null 2>" + quote(err_path);
   CliRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return run;
-  char buffer[1 << 14];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.status = run_command(command, &run.out);
   run.err = read_whole_file(err_path);
   return run;
 }

@@ -13,25 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "run_command.h"
 #include "util/rng.h"
 #include "util/temp_dir.h"
 
 namespace sps::testing {
 
 inline const std::string kSps = SPS_BINARY;
-
-// Runs a shell command (redirections included); returns its exit status and its stdout.
-inline int run_command(const std::string& command, std::string* out = nullptr) {
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return -1;
-  std::string text;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
-  const int status = ::pclose(pipe);
-  if (out) *out = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 inline bool has_command(const std::string& name) {
   return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
