@@ -50,10 +50,12 @@ int run_prepare(const std::string& args, std::string* out) {
 
 TEST(DataCli, PreparesAndPrintsOneSummaryLineWhenNotATerminal) {
   TempDir dir;
-  write_whole_file(dir / "a.txt", "hello");
-  write_whole_file(dir / "r.jsonl", "{\"id\":\"doc-3463\",\"text\":\"val doc\"}\n{\"text\":\"train doc\"}\n");
+  // Ids that hold no temporary path, so the split is fixed: a.txt in a folder is "a.txt:0".
+  fs::create_directories(dir / "in");
+  write_whole_file(dir / "in/a.txt", "hello");
+  write_whole_file(dir / "r.jsonl", "{\"id\":\"doc-3463\",\"text\":\"val doc\"}\n{\"id\":\"doc-1100\",\"text\":\"train doc\"}\n");
   std::string out;
-  ASSERT_EQ(run_prepare(quote(dir / "a.txt") + " " + quote(dir / "r.jsonl") + " --out " + quote(dir / "out") +
+  ASSERT_EQ(run_prepare(quote(dir / "in") + " " + quote(dir / "r.jsonl") + " --out " + quote(dir / "out") +
                             " --tokenizer " + quote(byte_rank_file(dir)) + " --threads 2",
                         &out),
             0)
@@ -133,7 +135,8 @@ TEST(DataCli, RefusesUint16ForABigVocabulary) {
   write_whole_file(dir / "big.tiktoken", ranks);
   write_whole_file(dir / "a.txt", "hello");
   std::string out;
-  const std::string args = quote(dir / "a.txt") + " --out " + quote(dir / "o") + " --tokenizer " + quote(dir / "big.tiktoken");
+  const std::string args = quote(dir / "a.txt") + " --out " + quote(dir / "o") + " --tokenizer " +
+                           quote(dir / "big.tiktoken") + " --val-fraction 0";
   EXPECT_EQ(run_prepare(args, &out), 2);
   EXPECT_EQ(out, "sps: the tokenizer has 65537 ids (up to 65536), more than uint16 token files hold "
                  "(ids up to 65535); pass --dtype uint32\n");
@@ -150,7 +153,7 @@ std::string full_disk_input(const TempDir& dir) {
   std::string text;
   for (int i = 0; i < 20000; ++i) text += "document text " + std::to_string(i) + "\n";
   write_whole_file(dir / "big.txt", text);
-  return quote(dir / "big.txt") + " --tokenizer " + quote(byte_rank_file(dir));
+  return quote(dir / "big.txt") + " --tokenizer " + quote(byte_rank_file(dir)) + " --val-fraction 0";
 }
 
 TEST(DataCli, FullDiskLeavesNoPartialFiles) {
