@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct EvalArgs {
-  std::string checkpoint, weights, config, tokenizer, tasks, suite, out, scoring = "naive";
+  std::string checkpoint, weights, config, tokenizer, tasks, suite, out, scoring = "shared";
   std::vector<std::string> task_files;
   int64_t batch = 8;
   int64_t limit = 0;
@@ -399,9 +399,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--out", a->out, "results JSON (a markdown table is written beside it)");
   cmd->add_option("--batch", a->batch, "rows per forward")->capture_default_str();
   cmd->add_option("--scoring", a->scoring,
-                  "zero-shot choices: naive (one full pass per choice) or shared (one context "
-                  "pass per item, choices by cached decode steps; slower on CPU, see "
-                  "docs/performance.md); the same numbers")
+                  "zero-shot choices: shared (one context pass per item, each choice in one "
+                  "extend of its cached copy) or naive (one full pass per choice); the same "
+                  "numbers, shared is faster (docs/performance.md)")
       ->capture_default_str();
   cmd->add_option("--limit", a->limit, "first N items of each task and documents of each corpus (0 = all)");
   cmd->add_option("--corpus-bytes", a->corpus_bytes,

@@ -9,9 +9,10 @@
 //   shared — the requests that read the same prompt (the cut sequence before its scored
 //            tokens: a multiple-choice item's context) share one prefill through the cached
 //            decoder (SPEC §7); each request then forks that row and feeds its scored tokens
-//            by decode steps. Prompts are prefilled `batch` per forward, longest first;
-//            forked rows are decoded longest continuation first, so rows of one decode
-//            batch end close together.
+//            in one extend. Prompts are prefilled `batch` per forward, longest first;
+//            forked rows are extended longest continuation first, so rows of one extend
+//            need little padding. Requests that feed an EOS (a document would end inside
+//            the extend) are scored naively.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,8 +55,8 @@ std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& r
                                   int64_t batch, const Progress& progress = {},
                                   int64_t logits_budget_bytes = int64_t(1) << 30);
 
-// Shared-context scoring (the same scores). `batch` prompts per prefill forward; decode steps
-// run `decode_rows` forked rows at once (0: 4 · batch).
+// Shared-context scoring (the same scores). `batch` prompts per prefill forward; extends run
+// `decode_rows` forked rows at once (0: 4 · batch; fewer when their logits pass 256 MiB).
 template <typename T>
 std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Request>& requests,
                                          int64_t batch, const Progress& progress = {},

@@ -1,5 +1,5 @@
 // Shared-context scoring (eval/scoring.h): one prefill per distinct prompt, then every
-// request forks that row and feeds its scored tokens through cached decode steps.
+// request forks that row and feeds its scored tokens in one extend of the cached decoder.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -8,29 +8,27 @@
 
 #include "eval/scoring.h"
 #include "model/decoder.h"
+#include "ops/ops.h"
 #include "util/error.h"
 
 namespace sps::eval {
 
 namespace {
 
-// Prompt caches held at once are bounded by this many bytes (at least one prefill batch).
+// Prompt caches held at once are bounded by this many bytes (at least one prefill batch),
+// and so are the logits of one extend (at least one row).
 constexpr int64_t kPromptCacheBudget = int64_t(256) << 20;
+constexpr int64_t kLogitsBudget = int64_t(256) << 20;
 
 struct Plan {
-  int64_t prompt = 0;            // index of its prompt
+  int64_t prompt = -1;           // index of its prompt (-1: scored naively)
   std::vector<int32_t> targets;  // the scored tokens; all but the last are fed
 };
 
-// Adds the log-probability of `target` under `logits` to the score, and clears the greedy
-// flag unless the target is an argmax (the naive scorer's tie rule).
+// Whether `target` is an argmax of the row (ties count, as in the naive scorer).
 template <typename T>
-void accumulate(Score& score, const T* logits, int64_t V, int32_t target, bool greedy) {
-  const T top = *std::max_element(logits, logits + V);
-  double sum = 0;
-  for (int64_t v = 0; v < V; ++v) sum += std::exp(double(logits[v]) - double(top));
-  score.loglik += double(logits[target]) - double(top) - std::log(sum);
-  if (greedy && logits[target] < top) score.greedy = false;
+bool is_argmax(const T* row, int64_t V, int32_t target) {
+  return *std::max_element(row, row + V) <= row[target];
 }
 
 }  // namespace
@@ -45,14 +43,20 @@ std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Requ
   SPS_ASSERT(batch >= 1 && decode_rows >= 0);
   if (decode_rows == 0) decode_rows = 4 * batch;
 
-  // Requests whose cut sequences agree before their scored tokens share a prompt.
+  // Requests whose cut sequences agree before their scored tokens share a prompt. An extend
+  // ends a document at its last token, so requests that feed an EOS are scored naively.
   std::vector<std::vector<int32_t>> prompts;
   std::vector<Plan> plans(requests.size());
+  std::vector<size_t> naive;
   {
     std::map<std::vector<int32_t>, int64_t> prompt_ids;
     for (size_t i = 0; i < requests.size(); ++i) {
       CutRequest cut = cut_request(requests[i], cfg);
       const auto split = cut.seq.end() - cut.scored;
+      if (std::find(split, cut.seq.end() - 1, int32_t(cfg.eos_token_id)) != cut.seq.end() - 1) {
+        naive.push_back(i);
+        continue;
+      }
       std::vector<int32_t> prompt(cut.seq.begin(), split);
       const auto [it, added] = prompt_ids.try_emplace(prompt, int64_t(prompts.size()));
       if (added) prompts.push_back(std::move(prompt));
@@ -60,8 +64,20 @@ std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Requ
       plans[i].targets.assign(split, cut.seq.end());
     }
   }
+  std::vector<Score> scores(requests.size());
+  int64_t done = 0;
+  if (!naive.empty()) {
+    std::vector<Request> subset;
+    for (size_t i : naive) subset.push_back(requests[i]);
+    const auto naive_scores = score_requests(model, subset, batch, [&](int64_t d, int64_t) {
+      if (progress) progress(d, int64_t(requests.size()));
+    });
+    for (size_t k = 0; k < naive.size(); ++k) scores[naive[k]] = naive_scores[k];
+    done = int64_t(naive.size());
+  }
   std::vector<std::vector<size_t>> users(prompts.size());
-  for (size_t i = 0; i < plans.size(); ++i) users[size_t(plans[i].prompt)].push_back(i);
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (plans[i].prompt >= 0) users[size_t(plans[i].prompt)].push_back(i);
   std::vector<int64_t> prompt_order(prompts.size());
   std::iota(prompt_order.begin(), prompt_order.end(), int64_t(0));
   std::stable_sort(prompt_order.begin(), prompt_order.end(), [&](int64_t a, int64_t b) {
@@ -69,9 +85,8 @@ std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Requ
   });
 
   const int64_t ring = cfg.window_size > 0 ? cfg.window_size : 0;
-  std::vector<Score> scores(requests.size());
-  std::vector<int32_t> tokens, feed;
-  int64_t done = 0;
+  std::vector<int32_t> tokens, feed, targets;
+  std::vector<T> nll, lse;
   size_t next_prompt = 0;
   while (next_prompt < prompt_order.size()) {
     // A chunk of prompts whose caches fit the budget, prefilled `batch` per forward.
@@ -100,19 +115,24 @@ std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Requ
       sources.back()->prefill(tokens.data(), P);
     }
 
-    // Every request of the chunk, longest continuation first, decoded `decode_rows` at once.
+    // Every request of the chunk, longest continuation first, `decode_rows` at once: each row
+    // forks its prompt, scores its first token from the prompt's logits, and feeds the others
+    // (padded to the longest of the rows) in one extend.
     std::vector<size_t> chunk_requests;
     for (size_t g = next_prompt; g < chunk_end; ++g)
       for (size_t i : users[size_t(prompt_order[g])]) chunk_requests.push_back(i);
     std::stable_sort(chunk_requests.begin(), chunk_requests.end(), [&](size_t a, size_t b) {
       return plans[a].targets.size() > plans[b].targets.size();
     });
+    const int64_t longest_feed = int64_t(plans[chunk_requests.front()].targets.size()) - 1;
     DecoderShape shape;
-    shape.batch = std::min<int64_t>(decode_rows, int64_t(chunk_requests.size()));
+    const int64_t logits_per_row = std::max<int64_t>(1, longest_feed) * V * int64_t(sizeof(T));
+    shape.batch = std::max<int64_t>(1, std::min<int64_t>({decode_rows, int64_t(chunk_requests.size()),
+                                                         kLogitsBudget / logits_per_row}));
     shape.max_prompt_tokens = P_max;
-    shape.max_new_tokens = int64_t(plans[chunk_requests.front()].targets.size()) - 1;
+    shape.max_new_tokens = longest_feed;
+    shape.max_chunk_tokens = std::max<int64_t>(1, longest_feed);
     Decoder<T> decoder(model, shape);
-    feed.assign(size_t(shape.batch), pad);
     for (size_t first = 0; first < chunk_requests.size(); first += size_t(shape.batch)) {
       const int64_t rows = std::min<int64_t>(shape.batch, int64_t(chunk_requests.size() - first));
       // Rows past the last request repeat its fork; their logits are never read.
@@ -121,25 +141,42 @@ std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Requ
         const auto [d, row] = source_of[size_t(plans[request_at(r)].prompt)];
         decoder.fork(r, *sources[size_t(d)], row);
       }
+      // logits [shape.batch, K, V]: position j of row r scores the row's target k0 + j (rows
+      // with fewer targets are padded with PAD, and their padding is not counted).
+      const auto add = [&](const T* logits, int64_t K, int64_t k0) {
+        targets.assign(size_t(shape.batch * K), pad);
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto& t = plans[request_at(r)].targets;
+          for (int64_t j = 0; j < K && k0 + j < int64_t(t.size()); ++j) targets[size_t(r * K + j)] = t[size_t(k0 + j)];
+        }
+        nll.resize(targets.size());
+        lse.resize(targets.size());
+        ops::cross_entropy_forward(nll.data(), lse.data(), logits, targets.data(), shape.batch * K, V);
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t i = request_at(r);
+          const auto& t = plans[i].targets;
+          for (int64_t j = 0; j < K && k0 + j < int64_t(t.size()); ++j) {
+            scores[i].loglik -= double(nll[size_t(r * K + j)]);
+            if (requests[i].greedy && !is_argmax(logits + (r * K + j) * V, V, t[size_t(k0 + j)]))
+              scores[i].greedy = false;
+          }
+        }
+      };
       for (int64_t r = 0; r < rows; ++r) {
         Score& s = scores[request_at(r)];
         s.tokens = int64_t(plans[request_at(r)].targets.size());
         s.greedy = requests[request_at(r)].greedy;
       }
-      const int64_t steps = int64_t(plans[request_at(0)].targets.size());
-      for (int64_t k = 0; k < steps; ++k) {
-        if (k > 0) decoder.step(feed.data());
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < rows; ++r) {
-          const size_t i = request_at(r);
-          const auto& targets = plans[i].targets;
-          if (k < int64_t(targets.size()))
-            accumulate(scores[i], decoder.logits() + r * V, V, targets[size_t(k)], requests[i].greedy);
-        }
+      add(decoder.logits(), 1, 0);  // the first target, from the prompt's logits
+      const int64_t K = int64_t(plans[request_at(0)].targets.size()) - 1;
+      if (K > 0) {  // the others, from the logits of the targets before them
+        feed.assign(size_t(shape.batch * K), pad);
         for (int64_t r = 0; r < shape.batch; ++r) {
-          const auto& targets = plans[request_at(r)].targets;
-          feed[size_t(r)] = k < int64_t(targets.size()) ? targets[size_t(k)] : pad;
+          const auto& t = plans[request_at(r)].targets;
+          std::copy(t.begin(), t.end() - 1, feed.begin() + r * K);
         }
+        decoder.extend(feed.data(), K);
+        add(decoder.logits(), K, 1);
       }
       done += rows;
       if (progress) progress(done, int64_t(requests.size()));

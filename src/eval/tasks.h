@@ -60,6 +60,6 @@ std::vector<Request> task_requests(const TaskData& task, const BpeTokenizer& tok
 template <typename T>
 TaskResult run_task(Model<T>& model, const BpeTokenizer& tokenizer, const TaskData& task,
                     int64_t batch, const Progress& progress = {},
-                    Scoring scoring = Scoring::naive);
+                    Scoring scoring = Scoring::shared);
 
 }  // namespace sps::eval

@@ -12,6 +12,7 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape) : model_(model),
   const ModelConfig& c = model.config();
   const Family& family = model.family();
   SPS_ASSERT(shape.batch > 0 && shape.max_prompt_tokens > 0 && shape.max_new_tokens >= 0);
+  SPS_ASSERT(shape.max_chunk_tokens >= 1);
   SPS_ASSERT(shape.prefill_rows >= 0);
   Q_ = family.streams();
   V_ = c.vocab_size;
@@ -42,7 +43,7 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape) : model_(model),
   rope_sin_.assign(rope_positions_ * D_ / 2, T(0));
   ops::rope_tables(rope_cos_.data(), rope_sin_.data(), rope_positions_, D_, c.rope_theta);
 
-  const int64_t B = shape.batch, rows = B * Q_;
+  const int64_t B = shape.batch, rows = B * shape.max_chunk_tokens * Q_;
   step_tokens_.assign(rows, 0);
   step_positions_.assign(rows, 0);
   h_.assign(rows * d_, T(0));
@@ -52,10 +53,10 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape) : model_(model),
   att_.assign(rows * d_, T(0));
   gate_up_.assign(rows * 2 * F_, T(0));
   act_.assign(rows * F_, T(0));
-  nf_.assign(B * d_, T(0));
-  rstdf_.assign(B, T(0));
-  logits_.assign(B * V_, T(0));
-  persistent_begin_.assign(B, 0);
+  nf_.assign(B * shape.max_chunk_tokens * d_, T(0));
+  rstdf_.assign(B * shape.max_chunk_tokens, T(0));
+  logits_.assign(B * shape.max_chunk_tokens * V_, T(0));
+  ring_next_.assign(B, 0);
   next_position_.assign(B, 0);
   last_token_.assign(B, -1);
 }
@@ -67,15 +68,16 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
   SPS_ASSERT(P > 0 && P <= shape_.max_prompt_tokens && P <= c.block_size);
   build_slot_layout(prompt_layout_, prompts, B, P, c, model_.family());
   cache_.clear_all();
-  steps_ = 0;
+  fed_ = 0;
   last_step_pairs_ = 0;
   const T* W = model_.weights();
   const int64_t group = shape_.prefill_rows > 0 ? std::min(shape_.prefill_rows, B) : B;
   const int64_t S = Q_ * P;
   for (int64_t b0 = 0; b0 < B; b0 += group) {
     const int64_t n = std::min(group, B - b0);
-    // Targets do not matter here; the prompts are valid ids.
-    model_.forward(prompts + b0 * P, prompts + b0 * P, n, P);
+    ForwardOptions blocks_only;
+    blocks_only.blocks_only = true;
+    model_.forward(prompts + b0 * P, nullptr, n, P, blocks_only);
     for (int64_t b = b0; b < b0 + n; ++b) {
       const int64_t last = b * P + P - 1;
       SPS_ASSERT(prompts[last] != c.pad_token_id);
@@ -118,38 +120,43 @@ void Decoder<T>::fork(int64_t row, const Decoder& source, int64_t source_row) {
   next_position_[row] = source.next_position_[source_row];
   last_token_[row] = source.last_token_[source_row];
   std::copy_n(source.logits_.data() + source_row * V_, V_, logits_.data() + row * V_);
-  steps_ = 0;
+  fed_ = 0;
 }
 
 template <typename T>
-void Decoder<T>::step(const int32_t* tokens) {
+void Decoder<T>::extend(const int32_t* tokens, int64_t K) {
   const ModelConfig& c = model_.config();
   const ParamTable& table = model_.params();
-  const int64_t B = shape_.batch, rows = B * Q_, d = d_, F = F_;
-  SPS_ASSERT(steps_ < shape_.max_new_tokens);
+  const int64_t B = shape_.batch, KQ = K * Q_, rows = B * KQ, d = d_, F = F_;
+  SPS_ASSERT(K >= 1 && K <= shape_.max_chunk_tokens && fed_ + K <= shape_.max_new_tokens);
+  const int64_t ring_capacity = cache_.shape().ring_capacity;
   for (int64_t b = 0; b < B; ++b) {
-    SPS_ASSERT(tokens[b] >= 0 && tokens[b] < V_);
     if (last_token_[b] == c.eos_token_id) cache_.clear(b);  // a new document starts here
-    const int64_t pos = next_position_[b];
-    SPS_ASSERT(pos < rope_positions_);
-    step_tokens_[b * Q_] = tokens[b];
-    if (Q_ == 2) step_tokens_[b * Q_ + 1] = c.predict_token_id;
-    for (int64_t a = 0; a < Q_; ++a) step_positions_[b * Q_ + a] = int32_t(pos);
-    const int64_t cached = cache_.persistent_length(b);
-    persistent_begin_[b] = c.persistent_key_window >= 0
-                               ? std::max<int64_t>(0, cached - c.persistent_key_window)
-                               : 0;
+    for (int64_t t = 0; t < K; ++t) {
+      const int32_t token = tokens[b * K + t];
+      SPS_ASSERT(token >= 0 && token < V_ && (token != c.eos_token_id || t == K - 1));
+      const int64_t pos = next_position_[b] + t;
+      SPS_ASSERT(pos < rope_positions_);
+      step_tokens_[(b * K + t) * Q_] = token;
+      if (Q_ == 2) step_tokens_[(b * K + t) * Q_ + 1] = c.predict_token_id;
+      for (int64_t a = 0; a < Q_; ++a) step_positions_[(b * K + t) * Q_ + a] = int32_t(pos);
+    }
+    ring_next_[b] = ring_capacity > 0 ? cache_.ring_slot(b) : 0;
   }
   ops::DecodeAttentionLayout attn;
   attn.batch = B;
+  attn.tokens = K;
   attn.queries = Q_;
   attn.heads = H_;
   attn.head_dim = D_;
+  attn.persistent_stream = persistent_row_;
+  attn.window = c.window_size;
+  attn.persistent_window = c.persistent_key_window;
   attn.persistent_capacity = cache_.shape().persistent_capacity;
-  attn.ring_capacity = cache_.shape().ring_capacity;
-  attn.persistent_begin = persistent_begin_.data();
+  attn.ring_capacity = ring_capacity;
   attn.persistent_end = cache_.persistent_lengths();
   attn.ring_len = cache_.ring_lengths();
+  attn.ring_next = ring_next_.data();
 
   const T* W = model_.weights();
   const int32_t* pos = step_positions_.data();
@@ -167,29 +174,35 @@ void Decoder<T>::step(const int32_t* tokens) {
                                               cache_.ring_v(l), attn);
     ops::linear_decode_forward(h, att, W + p.c_proj, rows, d, d, true);
     // The new rows join the cache after this layer's attention; the counts move after all
-    // layers, so no layer of this step sees them as cached.
-    for (int64_t b = 0; b < B; ++b) {
-      const T* prow = qkv + (b * Q_ + persistent_row_) * 3 * d;
-      cache_.write_persistent(l, b, cache_.persistent_length(b), prow + d, prow + 2 * d);
-      if (attn.ring_capacity > 0) {
-        const T* wrow = qkv + (b * Q_ + window_row_) * 3 * d;
-        cache_.write_ring(l, b, cache_.ring_slot(b), wrow + d, wrow + 2 * d);
+    // layers, so no layer of this call sees them as cached. Of the ring pushes only the
+    // last ring_capacity survive.
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < K; ++t) {
+        const T* row = qkv + ((b * K + t) * Q_) * 3 * d;
+        const T* prow = row + persistent_row_ * 3 * d;
+        cache_.write_persistent(l, b, cache_.persistent_length(b) + t, prow + d, prow + 2 * d);
+        if (ring_capacity > 0 && t >= K - ring_capacity) {
+          const T* wrow = row + window_row_ * 3 * d;
+          cache_.write_ring(l, b, (ring_next_[b] + t) % ring_capacity, wrow + d, wrow + 2 * d);
+        }
       }
-    }
     ops::rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, rows, d, c.norm_eps);
     ops::linear_decode_forward(gate_up_.data(), n, W + p.gate_proj, rows, d, 2 * F, false);
     ops::swiglu_forward(act_.data(), gate_up_.data(), rows, F);
     ops::linear_decode_forward(h, act_.data(), W + p.down_proj, rows, F, d, true);
   }
   for (int64_t b = 0; b < B; ++b) {
-    cache_.advance(b);
-    ++next_position_[b];
-    last_token_[b] = tokens[b];
-    ops::rmsnorm_forward(nf_.data() + b * d, rstdf_.data() + b, h + (b * Q_ + readout_row_) * d,
-                         W + table.output_norm(), 1, d, c.norm_eps);
+    for (int64_t t = 0; t < K; ++t) {
+      cache_.advance(b);
+      const int64_t i = b * K + t;
+      ops::rmsnorm_forward(nf_.data() + i * d, rstdf_.data() + i, h + (i * Q_ + readout_row_) * d,
+                           W + table.output_norm(), 1, d, c.norm_eps);
+    }
+    next_position_[b] += K;
+    last_token_[b] = tokens[b * K + K - 1];
   }
-  ops::linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B, d, V_, false);
-  ++steps_;
+  ops::linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B * K, d, V_, false);
+  fed_ += K;
 }
 
 template class Decoder<float>;

@@ -12,7 +12,10 @@
 // query rows attend the cache plus the step's own keys (ops::attention_decode); then the
 // persistent slot's K/V is appended and the windowed slot's K/V pushed into the ring.
 // Logits come from the readout slot. After a row consumes EOS its cache is cleared at its
-// next step; positions keep counting and never reset.
+// next step; positions keep counting and never reset. An extend feeds K tokens per row in
+// one pass (the linear layers then multiply K·Q rows per sequence at once, and the attention
+// of each new token sees the cache plus the chunk's earlier keys): the same logits as K
+// steps, for every fed position, at the cost of a forward over K tokens.
 //
 // Positions past the model's block_size: allowed. The decoder's RoPE tables cover every
 // position the shape can reach (the longest prompt plus max_new_tokens); a model trained on
@@ -34,7 +37,8 @@ namespace sps {
 struct DecoderShape {
   int64_t batch = 1;              // B rows generated together
   int64_t max_prompt_tokens = 1;  // the longest (left-padded) prompt prefill will see
-  int64_t max_new_tokens = 0;     // decode steps after prefill
+  int64_t max_new_tokens = 0;     // tokens fed per row after prefill (steps and extends)
+  int64_t max_chunk_tokens = 1;   // tokens per row one extend may feed
   int64_t prefill_rows = 0;       // rows per training forward in prefill (0: all B at once)
 };
 
@@ -50,21 +54,26 @@ class Decoder {
 
   // Row `row` continues from row `source_row` of `source` (a decoder of the same model after
   // its prefill): its cache, next position, last token and logits become that row's, as if
-  // this decoder had prefilled its prompt. The step count restarts at 0, so fork every row
-  // before stepping. The source's prompt must fit max_prompt_tokens. Lets the continuations
+  // this decoder had prefilled its prompt. The count of fed tokens restarts at 0, so fork
+  // every row before stepping. The source's prompt must fit max_prompt_tokens. Lets the continuations
   // of one prompt share a single prefill.
   void fork(int64_t row, const Decoder& source, int64_t source_row);
 
   // Feeds tokens[b] (ids below the vocabulary) to row b at its next position and computes the
-  // logits that predict the token after it. At most max_new_tokens steps per prefill.
-  void step(const int32_t* tokens);
+  // logits that predict the token after it. At most max_new_tokens tokens per prefill.
+  void step(const int32_t* tokens) { extend(tokens, 1); }
 
-  const T* logits() const { return logits_.data(); }  // [B, V] of the last prefill or step
+  // Feeds tokens[b·K .. b·K+K) to row b at its next K positions, as K steps would, and
+  // computes the logits after each of them. An EOS may only be a row's last token here (a
+  // document ends with the chunk). 1 <= K <= max_chunk_tokens.
+  void extend(const int32_t* tokens, int64_t K);
+
+  // [B, K, V]: the logits of the last call, K = 1 after prefill, fork and step.
+  const T* logits() const { return logits_.data(); }
   const KvCache<T>& cache() const { return cache_; }
   const DecoderShape& shape() const { return shape_; }
   int64_t vocab_size() const { return V_; }
   int64_t next_position(int64_t b) const { return next_position_[b]; }
-  int64_t steps() const { return steps_; }
   int64_t last_step_attention_pairs() const { return last_step_pairs_; }
 
  private:
@@ -76,13 +85,13 @@ class Decoder {
   KvCache<T> cache_;
   SlotLayout prompt_layout_;
   std::vector<T> rope_cos_, rope_sin_;
-  std::vector<int32_t> step_tokens_, step_positions_;  // [B·Q]
-  std::vector<T> h_, n_, rstd_, qkv_, att_, gate_up_, act_;  // [B·Q, ·]
-  std::vector<T> nf_, rstdf_, logits_;                       // [B, ·]
-  std::vector<int64_t> persistent_begin_;                    // [B] (ω)
+  std::vector<int32_t> step_tokens_, step_positions_;  // [B·K·Q]
+  std::vector<T> h_, n_, rstd_, qkv_, att_, gate_up_, act_;  // [B·K·Q, ·]
+  std::vector<T> nf_, rstdf_, logits_;                       // [B·K, ·]
+  std::vector<int64_t> ring_next_;                           // [B] ring row of the next push
   std::vector<int64_t> next_position_;                       // [B]
   std::vector<int32_t> last_token_;                          // [B] last token consumed
-  int64_t steps_ = 0, last_step_pairs_ = 0;
+  int64_t fed_ = 0, last_step_pairs_ = 0;  // tokens fed since the prefill
 };
 
 }  // namespace sps

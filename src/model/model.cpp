@@ -193,6 +193,10 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
     result.attention_pairs +=
         layer_forward(l, l + 1 < config_.n_layer ? layer_acts_[l + 1].h_in : h_out_);
 
+  if (options.blocks_only) {
+    SPS_ASSERT(!backward && !options.nll && !options.logits);
+    return result;
+  }
   lm_head(y, backward, grad_scale, result, options, backward_options);
   if (backward) backward_layers(backward_options.observer);
   return result;

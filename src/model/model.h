@@ -16,6 +16,8 @@ namespace sps {
 struct ForwardOptions {
   double* nll = nullptr;     // optional [B, T] per-position NLL (every position)
   double* logits = nullptr;  // optional [B, T, V] logits read at the readout slots
+  bool blocks_only = false;  // stop before the output norm and LM head (no loss): for readers
+                             // of final_hidden() and layer_qkv() such as prefill
 };
 
 // A per-slot view of the backward, for analyses of per-position parameter gradients (SPEC §9

@@ -136,30 +136,37 @@ double sum_squares(const T* x, int64_t n);
 namespace sps::ops {
 
 // ---- decode attention (cached generation, SPEC §7) -----------------------------------
-// One decode step of B sequences, each with Q = 1 (standard) or Q = 2 (interleaved: the
-// input slot's row, then the predict slot's row, both at the step's position) new rows,
-// over each sequence's KV cache of the current document. Query row r of sequence b sees
-//   persistent cache rows [persistent_begin[b], persistent_end[b]),
-//   window ring rows [0, ring_len[b]) (their order does not matter), and
-//   the step's own keys of rows 0..r of b (the predict query sees the input key too),
-// which is exactly SPEC §4's mask when the caller keeps the cache to the current document,
-// the ring to the last w windowed keys, and persistent_begin to ω. Cost is proportional to
-// the rows cached, not to the capacity.
+// K new tokens of each of B sequences over that sequence's KV cache of the current
+// document: K = 1 is a decode step, K > 1 extends a cached prefix by a chunk in one pass.
+// Each new token has Q = 1 (standard) or Q = 2 (interleaved: the input slot's row, then the
+// predict slot's row) query rows. Query row r of the chunk's token t in sequence b sees
+//   persistent cache rows [max(0, end + t − ω), end), end = persistent_end[b] (all with ω < 0);
+//   the newest min(ring_len[b], w − t) ring rows (the ring ends at ring_next[b]: row
+//     ring_next − 1 is the newest, the rows wrap around ring_capacity);
+//   the persistent-slot keys of the chunk's tokens u < t with t − u ≤ ω (all with ω < 0),
+//     the windowed-slot keys of those with t − u ≤ w, and rows 0..r of token t itself,
+// which is exactly SPEC §4's mask when the caller keeps the cache to the current document
+// (no EOS in the chunk before its last token) and the ring to the last w windowed keys.
+// Cost is proportional to the rows visible, not to the capacity.
 struct DecodeAttentionLayout {
   int64_t batch = 0;                // B sequences
-  int64_t queries = 1;              // Q new rows per sequence (1 or 2)
+  int64_t tokens = 1;               // K new tokens per sequence
+  int64_t queries = 1;              // Q rows per new token (1 or 2)
   int64_t heads = 0;                // H
   int64_t head_dim = 0;             // D
+  int64_t persistent_stream = 0;    // which of a token's rows persists (0 = input)
+  int64_t window = 0;               // w, in tokens, for the other row's keys (Q = 2)
+  int64_t persistent_window = -1;   // ω, or -1 for none
   int64_t persistent_capacity = 0;  // rows per (sequence, head) of the persistent arrays
   int64_t ring_capacity = 0;        // rows per (sequence, head) of the ring arrays (0: none)
-  const int64_t* persistent_begin = nullptr;  // [B] first visible persistent row (null: 0)
-  const int64_t* persistent_end = nullptr;    // [B] persistent rows cached
-  const int64_t* ring_len = nullptr;          // [B] ring rows in use (null: none)
+  const int64_t* persistent_end = nullptr;  // [B] persistent rows cached
+  const int64_t* ring_len = nullptr;        // [B] ring rows in use (null: none)
+  const int64_t* ring_next = nullptr;       // [B] the ring row after the newest (null: ring_len)
 };
 
-// qkv: [B·Q, 3·H·D] the step's rows, q | k | v after RoPE, sequence b at rows b·Q .. b·Q+Q−1.
-// persistent_k, persistent_v: [B, H, persistent_capacity, D]; ring_k, ring_v:
-// [B, H, ring_capacity, D] (K after RoPE). out: [B·Q, H·D]. Scale 1/√D, fp32 softmax
+// qkv: [B·K·Q, 3·H·D] the chunk's rows, q | k | v after RoPE, token t of sequence b at rows
+// (b·K + t)·Q .. +Q−1. persistent_k, persistent_v: [B, H, persistent_capacity, D]; ring_k,
+// ring_v: [B, H, ring_capacity, D] (K after RoPE). out: [B·K·Q, H·D]. Scale 1/√D, fp32 softmax
 // statistics for float. Returns the number of query-key score pairs computed.
 template <typename T>
 int64_t attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,

@@ -144,8 +144,8 @@ TEST(EvalCli, SharedAndNaiveScoringReportTheSameAccuracies) {
   write(f.dir.file("c.jsonl"), items);
   const std::string task = " --tasks continuation --task-file continuation=" + f.dir.file("c.jsonl");
   std::string out;
-  ASSERT_EQ(run(f.base + task + " --scoring shared --out " + f.dir.file("shared.json"), &out), 0) << out;
-  ASSERT_EQ(run(f.base + task + " --out " + f.dir.file("naive.json"), &out), 0) << out;  // the default
+  ASSERT_EQ(run(f.base + task + " --out " + f.dir.file("shared.json"), &out), 0) << out;  // the default
+  ASSERT_EQ(run(f.base + task + " --scoring naive --out " + f.dir.file("naive.json"), &out), 0) << out;
   const auto shared = json_file(f.dir.file("shared.json"))["tasks"]["continuation"];
   const auto naive = json_file(f.dir.file("naive.json"))["tasks"]["continuation"];
   EXPECT_EQ(shared["scoring"], "shared");

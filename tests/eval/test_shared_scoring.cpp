@@ -1,7 +1,8 @@
 // Shared-context scoring equals naive scoring: every request's log-likelihood (float, 1e-4
 // relative), token count and greedy flag, for every family including w = 0 and w ≥ T, with an
-// EOS inside a context, an empty context, cuts that reach into the context differently per
-// choice, and any prefill / decode batch sizes; and task accuracies are unchanged.
+// EOS inside a context or a continuation, an empty context, cuts that reach into the context
+// differently per choice, and any prefill / decode batch sizes; and task accuracies are
+// unchanged.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,6 +59,8 @@ std::vector<Request> item_requests(Model<float>& model) {
   // ctx + continuation > T + 1: each choice keeps a different part of the context.
   item(tokens(14, 14), {tokens(1, 15), tokens(4, 16), tokens(9, 17)});
   item(tokens(2, 18), {tokens(20, 19)});  // a continuation longer than T
+  // An EOS fed inside a continuation (scored naively), and one as its last token.
+  item(tokens(4, 21), {{5, 6, eos, 7}, {5, 6, 7, eos}, {eos}});
   const auto context = tokens(6, 20);
   auto wrong = greedy_continuation(model, context, 3);
   item(context, {greedy_continuation(model, context, 3)}, true);

@@ -1,7 +1,8 @@
 // Cached generation equals the training forward: for every family, window and ω, the logits
-// of prefill plus step-by-step decode are the logits the training forward computes on the
-// same tokens, with an EOS inside the prompt and one fed during decode (the caches reset;
-// the training forward's document rule gives the same thing), for left-padded batches too.
+// of prefill plus step-by-step decode (or extends of several tokens) are the logits the
+// training forward computes on the same tokens, with an EOS inside the prompt and one fed
+// during decode (the caches reset; the training forward's document rule gives the same
+// thing), for left-padded batches too.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -27,11 +28,13 @@ struct Tolerance<double> {
   static constexpr double value = 1e-10;
 };
 
-// Row b: `prompt_lengths[b]` prompt tokens of `sequences[b]`, then the rest fed one per step.
-// Checks every logits row against the training forward of that sequence alone.
+// Row b: `prompt_lengths[b]` prompt tokens of `sequences[b]`, then the rest fed `chunk` per
+// call (one per step when chunk is 1; extends cut after any row's EOS otherwise). Checks every
+// logits row against the training forward of that sequence alone.
 template <typename T>
 void check_against_forward(Model<T>& model, const std::vector<std::vector<int32_t>>& sequences,
-                           const std::vector<int64_t>& prompt_lengths, int64_t prefill_rows = 0) {
+                           const std::vector<int64_t>& prompt_lengths, int64_t prefill_rows = 0,
+                           int64_t chunk = 1) {
   const ModelConfig& c = model.config();
   const int64_t B = int64_t(sequences.size()), V = c.vocab_size;
   int64_t P = 0, steps = 0;
@@ -50,6 +53,7 @@ void check_against_forward(Model<T>& model, const std::vector<std::vector<int32_
   shape.batch = B;
   shape.max_prompt_tokens = P;
   shape.max_new_tokens = steps;
+  shape.max_chunk_tokens = chunk;
   shape.prefill_rows = prefill_rows;
   Decoder<T> decoder(model, shape);
   std::vector<int32_t> prompts(B * P, c.pad_token_id);
@@ -57,22 +61,38 @@ void check_against_forward(Model<T>& model, const std::vector<std::vector<int32_
     std::copy(sequences[b].begin(), sequences[b].begin() + prompt_lengths[b],
               prompts.begin() + b * P + P - prompt_lengths[b]);
   decoder.prefill(prompts.data(), P);
-  for (int64_t k = 0;; ++k) {
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t position = prompt_lengths[b] - 1 + k;
-      if (position >= int64_t(sequences[b].size())) continue;
-      EXPECT_EQ(decoder.next_position(b), position + 1);
-      EXPECT_LT(max_relative_error(decoder.logits() + b * V, expected[b].data() + position * V, V),
-                Tolerance<T>::value)
-          << "row " << b << " position " << position;
-    }
-    if (k == steps) break;
-    std::vector<int32_t> next(B, 0);
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t position = prompt_lengths[b] + k;
-      next[b] = position < int64_t(sequences[b].size()) ? sequences[b][position] : 0;
-    }
-    decoder.step(next.data());
+  // The logits of the last call, K per row, the first for the token after `fed` fed ones.
+  const auto check = [&](int64_t fed, int64_t K) {
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < K; ++t) {
+        const int64_t position = prompt_lengths[b] - 1 + fed + t;
+        if (position >= int64_t(sequences[b].size())) continue;
+        EXPECT_LT(max_relative_error(decoder.logits() + (b * K + t) * V, expected[b].data() + position * V, V),
+                  Tolerance<T>::value)
+            << "row " << b << " position " << position << " chunk " << chunk;
+      }
+  };
+  check(0, 1);
+  for (int64_t fed = 0; fed < steps;) {
+    int64_t K = std::min(chunk, steps - fed);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < K; ++t) {
+        const int64_t position = prompt_lengths[b] + fed + t;
+        if (position < int64_t(sequences[b].size()) && sequences[b][position] == c.eos_token_id) K = t + 1;
+      }
+    std::vector<int32_t> next(B * K, 0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < K; ++t) {
+        const int64_t position = prompt_lengths[b] + fed + t;
+        if (position < int64_t(sequences[b].size())) next[b * K + t] = sequences[b][position];
+      }
+    if (K == 1)
+      decoder.step(next.data());
+    else
+      decoder.extend(next.data(), K);
+    check(fed + 1, K);
+    fed += K;
+    for (int64_t b = 0; b < B; ++b) EXPECT_EQ(decoder.next_position(b), prompt_lengths[b] + fed);
   }
 }
 
@@ -111,6 +131,11 @@ void single_sequence(const Case& p) {
   check_against_forward(model, {x}, {1});   // prompt of one token
   check_against_forward(model, {x}, {3});   // prompt ending in EOS
   check_against_forward(model, {x}, {12});  // prefill only
+  for (int64_t chunk : {2, 3, 5, 12}) {       // extends, the ring wrapping between them
+    check_against_forward(model, {x}, {5}, 0, chunk);
+    check_against_forward(model, {x}, {1}, 0, chunk);
+    check_against_forward(model, {x}, {3}, 0, chunk);
+  }
 }
 
 TEST_P(DecoderEqualsForward, Float) { single_sequence<float>(GetParam()); }
@@ -128,6 +153,7 @@ TEST_P(DecoderEqualsForward, LeftPaddedBatch) {
   auto d = random_tokens(1, 11, c, 33, {6});
   check_against_forward(model, {a, b, d}, {6, 2, 8});
   check_against_forward(model, {a, b, d}, {6, 2, 8}, 1);
+  check_against_forward(model, {a, b, d}, {6, 2, 8}, 0, 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderEqualsForward, ::testing::ValuesIn(all_cases()), case_name);

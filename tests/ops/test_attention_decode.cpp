@@ -41,7 +41,7 @@ void check_decode(const DecodeCase& c, uint64_t seed, double tolerance) {
   const T nan = std::numeric_limits<T>::quiet_NaN();
   std::vector<T> pk(B * H * Cp * D, nan), pv(pk.size(), nan);
   std::vector<T> rk(std::max<int64_t>(1, B * H * Cr * D), nan), rv(rk.size(), nan);
-  std::vector<int64_t> p_begin(B), p_end(B), ring_len(B);
+  std::vector<int64_t> p_begin(B), p_end(B), ring_len(B);  // p_begin: for counting pairs
   std::vector<T> step_qkv(B * Q * 3 * HD);
   std::vector<std::vector<double>> expected(B);
   std::mt19937_64 shuffle_rng(seed);
@@ -106,9 +106,11 @@ void check_decode(const DecodeCase& c, uint64_t seed, double tolerance) {
   layout.queries = Q;
   layout.heads = H;
   layout.head_dim = D;
+  layout.persistent_stream = c.persistent_stream;
+  layout.window = c.window;
+  layout.persistent_window = c.omega;
   layout.persistent_capacity = Cp;
   layout.ring_capacity = Cr;
-  layout.persistent_begin = p_begin.data();
   layout.persistent_end = p_end.data();
   layout.ring_len = ring_len.data();
   std::vector<T> out(B * Q * HD, nan);

@@ -1,7 +1,8 @@
-// Decode attention on CPU (SPEC §7): one or two new query rows per sequence over that
-// sequence's cached keys. Each (sequence, head) is one task: its persistent rows, its ring
-// rows and the step's own keys are walked in chunks of kChunk keys with an online softmax, so
-// K and V are read once, in order, and nothing beyond the rows in use is touched. The two
+// Decode attention on CPU (SPEC §7): one or two new query rows per token, K tokens per
+// sequence, over that sequence's cached keys and the chunk's earlier keys. Each (sequence,
+// head) is one task; for each token its visible persistent rows, ring rows, chunk rows and own
+// keys are walked in chunks of kChunk keys with an online softmax, so K and V are read in
+// order, and nothing beyond the rows visible is touched. The two
 // queries of an interleaved step share every key load (the loops over D carry both dot
 // products); scores and P·V are vectorised along D, which holds whole vectors at D = 64.
 #include <omp.h>
@@ -95,48 +96,95 @@ inline void absorb(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64
   }
 }
 
-// Folds rows [0, rows) of one (sequence, head) block of a cache, in chunks.
+// Folds `rows` keys, `ld` apart in K and V, in chunks.
 template <typename T, int Q>
-inline void absorb_rows(HeadState<T, Q>& s, const T* K, const T* V, int64_t rows, int64_t D) {
+inline void absorb_rows(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64_t rows,
+                        int64_t D) {
   for (int64_t k0 = 0; k0 < rows; k0 += kChunk) {
     const int64_t n = std::min(kChunk, rows - k0);
-    absorb(s, K + k0 * D, V + k0 * D, D, n, D, nullptr);
+    absorb(s, K + k0 * ld, V + k0 * ld, ld, n, D, nullptr);
   }
+}
+
+// What token t of sequence b sees before its own rows (the rule in ops.h).
+struct TokenKeys {
+  int64_t persistent_begin = 0, persistent_end = 0;  // cache rows
+  int64_t ring = 0;                                  // newest ring rows
+  int64_t chunk_persistent_begin = 0;                // chunk tokens [begin, t)
+  int64_t chunk_window_begin = 0;                    // chunk tokens [begin, t), Q = 2
+};
+
+inline TokenKeys token_keys(const DecodeAttentionLayout& L, int64_t b, int64_t t) {
+  TokenKeys k;
+  const int64_t omega = L.persistent_window;
+  k.persistent_end = L.persistent_end ? L.persistent_end[b] : 0;
+  k.persistent_begin = omega >= 0 ? std::clamp<int64_t>(k.persistent_end + t - omega, 0, k.persistent_end) : 0;
+  k.ring = std::clamp<int64_t>(L.window - t, 0, L.ring_len ? L.ring_len[b] : 0);
+  k.chunk_persistent_begin = omega >= 0 ? std::max<int64_t>(0, t - omega) : 0;
+  k.chunk_window_begin = std::max<int64_t>(0, t - L.window);
+  return k;
+}
+
+// Keys token t's query rows see before its own rows.
+inline int64_t keys_before(const TokenKeys& k, int64_t t, int64_t Q) {
+  return k.persistent_end - k.persistent_begin + k.ring + (t - k.chunk_persistent_begin) +
+         (Q == 2 ? t - k.chunk_window_begin : 0);
 }
 
 template <typename T, int Q>
 void decode_head(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
                  const T* ring_k, const T* ring_v, const DecodeAttentionLayout& L, int64_t b,
-                 int64_t h, int64_t p_begin, int64_t p_end, int64_t ring_rows) {
-  const int64_t H = L.heads, D = L.head_dim, HD = H * D;
+                 int64_t h) {
+  const int64_t H = L.heads, D = L.head_dim, HD = H * D, K = L.tokens;
+  const int64_t token_ld = Q * 3 * HD;  // from one chunk token's row to the next one's
   const T scale = T(1) / std::sqrt(T(D));
+  const int64_t persistent_row = Q == 2 ? L.persistent_stream : 0;
+  const int64_t ring_len = L.ring_len ? L.ring_len[b] : 0;
+  const int64_t ring_next = L.ring_next ? L.ring_next[b] : ring_len;
+  const int64_t p_block = (b * H + h) * L.persistent_capacity;
+  const int64_t r_block = (b * H + h) * L.ring_capacity;
+  const T* chunk = qkv + b * K * token_ld + h * D;  // token 0, row 0, q of head h
   HeadState<T, Q> s;
-  for (int r = 0; r < Q; ++r) {
-    const T* q = qkv + (b * Q + r) * 3 * HD + h * D;
-    for (int64_t d = 0; d < D; ++d) {
-      s.q[r][d] = q[d] * scale;
-      s.acc[r][d] = 0;
+  for (int64_t t = 0; t < K; ++t) {
+    const T* current = chunk + t * token_ld;
+    for (int r = 0; r < Q; ++r) {
+      const T* q = current + r * 3 * HD;
+      for (int64_t d = 0; d < D; ++d) {
+        s.q[r][d] = q[d] * scale;
+        s.acc[r][d] = 0;
+      }
+      s.max[r] = -std::numeric_limits<T>::infinity();
+      s.sum[r] = 0;
     }
-    s.max[r] = -std::numeric_limits<T>::infinity();
-    s.sum[r] = 0;
-  }
-  if (p_end > p_begin) {
-    const int64_t block = (b * H + h) * L.persistent_capacity;
-    absorb_rows(s, persistent_k + (block + p_begin) * D, persistent_v + (block + p_begin) * D,
-                p_end - p_begin, D);
-  }
-  if (ring_rows > 0) {
-    const int64_t block = (b * H + h) * L.ring_capacity;
-    absorb_rows(s, ring_k + block * D, ring_v + block * D, ring_rows, D);
-  }
-  // The step's own keys: query r sees rows 0..r (input before predict).
-  const int64_t visible[2] = {1, 2};
-  const T* current = qkv + b * Q * 3 * HD + h * D;
-  absorb(s, current + HD, current + 2 * HD, 3 * HD, Q, D, visible);
-  for (int r = 0; r < Q; ++r) {
-    T* o = out + (b * Q + r) * HD + h * D;
-    const T inv = T(1) / s.sum[r];
-    for (int64_t d = 0; d < D; ++d) o[d] = s.acc[r][d] * inv;
+    const TokenKeys k = token_keys(L, b, t);
+    absorb_rows(s, persistent_k + (p_block + k.persistent_begin) * D,
+                persistent_v + (p_block + k.persistent_begin) * D, D,
+                k.persistent_end - k.persistent_begin, D);
+    if (k.ring > 0) {
+      // The newest k.ring rows: those before ring_next, wrapping to the top of the ring.
+      const int64_t low = std::max<int64_t>(0, ring_next - k.ring), wrapped = k.ring - (ring_next - low);
+      const int64_t first = k.ring == ring_len ? 0 : low, n = k.ring == ring_len ? ring_len : ring_next - low;
+      absorb_rows(s, ring_k + (r_block + first) * D, ring_v + (r_block + first) * D, D, n, D);
+      if (k.ring != ring_len && wrapped > 0) {
+        const int64_t top = r_block + L.ring_capacity - wrapped;
+        absorb_rows(s, ring_k + top * D, ring_v + top * D, D, wrapped, D);
+      }
+    }
+    // The chunk's earlier tokens: their persistent rows, then (Q = 2) their windowed rows.
+    const T* p_key = chunk + k.chunk_persistent_begin * token_ld + persistent_row * 3 * HD + HD;
+    absorb_rows(s, p_key, p_key + HD, token_ld, t - k.chunk_persistent_begin, D);
+    if constexpr (Q == 2) {
+      const T* w_key = chunk + k.chunk_window_begin * token_ld + (1 - persistent_row) * 3 * HD + HD;
+      absorb_rows(s, w_key, w_key + HD, token_ld, t - k.chunk_window_begin, D);
+    }
+    // The token's own keys: query r sees rows 0..r (input before predict).
+    const int64_t visible[2] = {1, 2};
+    absorb(s, current + HD, current + 2 * HD, 3 * HD, Q, D, visible);
+    for (int r = 0; r < Q; ++r) {
+      T* o = out + ((b * K + t) * Q + r) * HD + h * D;
+      const T inv = T(1) / s.sum[r];
+      for (int64_t d = 0; d < D; ++d) o[d] = s.acc[r][d] * inv;
+    }
   }
 }
 
@@ -144,27 +192,21 @@ template <typename T, int Q>
 int64_t decode_all(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
                    const T* ring_k, const T* ring_v, const DecodeAttentionLayout& L) {
   const int64_t B = L.batch, H = L.heads;
-  int64_t keys = 0;  // cached keys summed over sequences
+  int64_t keys = 0;  // keys seen before the own rows, summed over sequences and tokens
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t begin = L.persistent_begin ? L.persistent_begin[b] : 0;
     const int64_t end = L.persistent_end ? L.persistent_end[b] : 0;
     const int64_t ring = L.ring_len ? L.ring_len[b] : 0;
-    SPS_ASSERT(0 <= begin && begin <= end && end <= L.persistent_capacity);
-    SPS_ASSERT(0 <= ring && ring <= L.ring_capacity);
+    const int64_t next = L.ring_next ? L.ring_next[b] : ring;
+    SPS_ASSERT(0 <= end && end <= L.persistent_capacity);
+    SPS_ASSERT(0 <= ring && ring <= L.ring_capacity && 0 <= next && next <= L.ring_capacity);
     SPS_ASSERT(L.ring_capacity == 0 || (ring_k != nullptr && ring_v != nullptr));
-    keys += end - begin + ring;
+    for (int64_t t = 0; t < L.tokens; ++t) keys += keys_before(token_keys(L, b, t), t, Q);
   }
-  const int64_t pairs = H * (Q * keys + B * Q * (Q + 1) / 2);
+  const int64_t pairs = H * (Q * keys + B * L.tokens * Q * (Q + 1) / 2);
   const bool parallel = pairs * L.head_dim >= cpu::kParallelThreshold && B * H > 1;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
-  for (int64_t task = 0; task < B * H; ++task) {
-    const int64_t b = task / H, h = task % H;
-    const int64_t begin = L.persistent_begin ? L.persistent_begin[b] : 0;
-    const int64_t end = L.persistent_end ? L.persistent_end[b] : 0;
-    const int64_t ring = L.ring_len ? L.ring_len[b] : 0;
-    decode_head<T, Q>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, b, h, begin, end,
-                      ring);
-  }
+  for (int64_t task = 0; task < B * H; ++task)
+    decode_head<T, Q>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H, task % H);
   return pairs;
 }
 
@@ -173,7 +215,8 @@ int64_t decode_all(T* out, const T* qkv, const T* persistent_k, const T* persist
 template <typename T>
 int64_t attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
                          const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout) {
-  SPS_ASSERT(layout.batch >= 0 && layout.heads > 0 && layout.head_dim > 0);
+  SPS_ASSERT(layout.batch >= 0 && layout.tokens >= 1 && layout.heads > 0 && layout.head_dim > 0);
+  SPS_ASSERT(layout.window >= 0 && (layout.persistent_stream == 0 || layout.persistent_stream == 1));
   SPS_ASSERT(layout.head_dim <= kMaxHeadDim);
   SPS_ASSERT(layout.persistent_capacity == 0 || (persistent_k != nullptr && persistent_v != nullptr));
   if (layout.queries == 1)
