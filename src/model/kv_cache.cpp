@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "util/error.h"
@@ -85,19 +86,23 @@ void KvCache<T>::copy_sequence(int64_t b, const KvCache& source, int64_t from) {
   for (int64_t l = 0; l < shape_.layers; ++l)
     for (int64_t h = 0; h < H; ++h) {
       const int64_t src_head = from * H + h, dst_head = b * H + h;
-      const auto copy_rows = [&](T* dst, const T* src, int64_t dst_cap, int64_t src_cap) {
-        std::memcpy(dst + dst_head * dst_cap * D, src + src_head * src_cap * D,
-                    sizeof(T) * persistent * D);
+      // n rows from source row src_row0 of the head to row dst_row0 of this head.
+      const auto copy_rows = [&](T* dst, const T* src, int64_t dst_cap, int64_t src_cap,
+                                 int64_t dst_row0, int64_t src_row0, int64_t n) {
+        std::memcpy(dst + (dst_head * dst_cap + dst_row0) * D, src + (src_head * src_cap + src_row0) * D,
+                    sizeof(T) * n * D);
       };
       copy_rows(persistent_k(l), source.persistent_k(l), shape_.persistent_capacity,
-                s.persistent_capacity);
+                s.persistent_capacity, 0, 0, persistent);
       copy_rows(persistent_v(l), source.persistent_v(l), shape_.persistent_capacity,
-                s.persistent_capacity);
-      for (int64_t r = 0; r < ring; ++r) {
-        const int64_t src_row = src_head * s.ring_capacity + (oldest + r) % s.ring_capacity;
-        const int64_t dst_row = dst_head * shape_.ring_capacity + r;
-        std::memcpy(ring_k(l) + dst_row * D, source.ring_k(l) + src_row * D, sizeof(T) * D);
-        std::memcpy(ring_v(l) + dst_row * D, source.ring_v(l) + src_row * D, sizeof(T) * D);
+                s.persistent_capacity, 0, 0, persistent);
+      // The ring's rows oldest first: from `oldest` to the end, then from row 0.
+      const int64_t tail = std::min(ring, s.ring_capacity - oldest);
+      for (const auto& [dst_row0, src_row0, n] :
+           {std::array<int64_t, 3>{0, oldest, tail}, std::array<int64_t, 3>{tail, 0, ring - tail}}) {
+        if (n == 0) continue;
+        copy_rows(ring_k(l), source.ring_k(l), shape_.ring_capacity, s.ring_capacity, dst_row0, src_row0, n);
+        copy_rows(ring_v(l), source.ring_v(l), shape_.ring_capacity, s.ring_capacity, dst_row0, src_row0, n);
       }
     }
   set_lengths(b, persistent, ring);
