@@ -13,10 +13,7 @@ namespace {
 
 std::string script_of(const PlotSpec& spec) {
   std::ostringstream s;
-  s << "set terminal pngcairo size 960,600 noenhanced\n";
-  s << "set title " << gnuplot_quoted(spec.title) << "\n";
-  s << "set xlabel " << gnuplot_quoted(spec.xlabel) << "\n";
-  s << "set ylabel " << gnuplot_quoted(spec.ylabel) << "\n";
+  s << gnuplot_png_header(spec.title, spec.xlabel, spec.ylabel);
   s << "set key outside below\nset grid\n";
   if (spec.log_x) s << "set logscale x 2\n";
   for (size_t i = 0; i < spec.series.size(); ++i) {

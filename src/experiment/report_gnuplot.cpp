@@ -13,10 +13,7 @@ namespace {
 
 std::string script_for(const Figure& f) {
   std::ostringstream s;
-  s << "set terminal pngcairo size 960,600 noenhanced\n";
-  s << "set title " << gnuplot_quoted(f.title) << "\n";
-  s << "set xlabel " << gnuplot_quoted(f.xlabel) << "\n";
-  s << "set ylabel " << gnuplot_quoted(f.ylabel) << "\n";
+  s << gnuplot_png_header(f.title, f.xlabel, f.ylabel);
   s << "set key outside right top\nset grid\n";
   if (!f.categories.empty()) {
     s << "set xrange [-0.5:" << f.categories.size() - 0.5 << "]\nset xtics (";

@@ -59,6 +59,12 @@ std::string gnuplot_quoted(const std::string& text) {
   return out + "\"";
 }
 
+std::string gnuplot_png_header(const std::string& title, const std::string& xlabel,
+                               const std::string& ylabel) {
+  return "set terminal pngcairo size 960,600 noenhanced\nset title " + gnuplot_quoted(title) +
+         "\nset xlabel " + gnuplot_quoted(xlabel) + "\nset ylabel " + gnuplot_quoted(ylabel) + "\n";
+}
+
 std::string render_png(const std::string& script, const std::string& path) {
   TempFile script_file(".gp"), errors(".err");
   if (script_file.path.empty() || errors.path.empty())

@@ -11,6 +11,11 @@ bool gnuplot_available();
 // `text` inside gnuplot's double quotes; with enhanced text off only \ and " are escaped.
 std::string gnuplot_quoted(const std::string& text);
 
+// The opening of every figure's script: the pngcairo terminal (960×600, plain text), the
+// title and the axis labels.
+std::string gnuplot_png_header(const std::string& title, const std::string& xlabel,
+                               const std::string& ylabel);
+
 // Runs gnuplot on `script`, which sets a pngcairo terminal and no output (the PNG comes on
 // stdout), and writes the PNG to `path` atomically. Returns "" on success, else gnuplot's
 // first complaint (or why it could not run); `path` is then left as it was.
