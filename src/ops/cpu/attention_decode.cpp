@@ -160,15 +160,13 @@ void decode_head(T* out, const T* qkv, const T* persistent_k, const T* persisten
     absorb_rows(s, persistent_k + (p_block + k.persistent_begin) * D,
                 persistent_v + (p_block + k.persistent_begin) * D, D,
                 k.persistent_end - k.persistent_begin, D);
-    if (k.ring > 0) {
-      // The newest k.ring rows: those before ring_next, wrapping to the top of the ring.
+    if (k.ring == ring_len) {  // the whole ring (every decode step): one run, any order
+      absorb_rows(s, ring_k + r_block * D, ring_v + r_block * D, D, ring_len, D);
+    } else if (k.ring > 0) {   // the newest k.ring rows: those before ring_next, then the top
       const int64_t low = std::max<int64_t>(0, ring_next - k.ring), wrapped = k.ring - (ring_next - low);
-      const int64_t first = k.ring == ring_len ? 0 : low, n = k.ring == ring_len ? ring_len : ring_next - low;
-      absorb_rows(s, ring_k + (r_block + first) * D, ring_v + (r_block + first) * D, D, n, D);
-      if (k.ring != ring_len && wrapped > 0) {
-        const int64_t top = r_block + L.ring_capacity - wrapped;
-        absorb_rows(s, ring_k + top * D, ring_v + top * D, D, wrapped, D);
-      }
+      absorb_rows(s, ring_k + (r_block + low) * D, ring_v + (r_block + low) * D, D, ring_next - low, D);
+      const int64_t top = r_block + L.ring_capacity - wrapped;
+      absorb_rows(s, ring_k + top * D, ring_v + top * D, D, wrapped, D);
     }
     // The chunk's earlier tokens: their persistent rows, then (Q = 2) their windowed rows.
     const T* p_key = chunk + k.chunk_persistent_begin * token_ld + persistent_row * 3 * HD + HD;
