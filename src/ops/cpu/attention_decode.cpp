@@ -1,16 +1,22 @@
 // Decode attention on CPU (SPEC §7): one or two new query rows per token, K tokens per
 // sequence, over that sequence's cached keys and the chunk's earlier keys. Each (sequence,
-// head) is one task; for each token its visible persistent rows, ring rows, chunk rows and own
-// keys are walked in chunks of kChunk keys with an online softmax, so K and V are read in
-// order, and nothing beyond the rows visible is touched. The two
-// queries of an interleaved step share every key load (the loops over D carry both dot
-// products); scores and P·V are vectorised along D, which holds whole vectors at D = 64.
+// head) is one task. Two ways to run it, by the number of query rows K·Q of a task:
+// - few rows (a decode step, a short extend): each query walks its visible persistent rows,
+//   ring rows, chunk rows and own keys in chunks of kChunk keys with an online softmax, so
+//   nothing beyond the rows it sees is touched. The two queries of an interleaved step share
+//   every key load; scores and P·V are vectorised along D.
+// - many rows (an extend that scores a continuation): the rows go into the lanes of a query
+//   tile of the training kernel (attention_kernels.h), and each group of keys (cached
+//   persistent rows, ring rows by age, the chunk's persistent and windowed rows) is one run of
+//   small products, masked per lane to the range that row sees. Each cached key is then read
+//   once per tile instead of once per query, without per-key horizontal sums.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/cpu_common.h"
 #include "ops/ops.h"
 #include "util/error.h"
@@ -20,6 +26,7 @@ namespace {
 
 constexpr int64_t kChunk = 64;         // keys per online-softmax block
 constexpr int64_t kMaxHeadDim = 512;   // stack space per query
+constexpr int64_t kMinTiledRows = 16;  // K·Q from which a task runs as query tiles
 
 // One (sequence, head): the scaled queries, their running max, sum and output.
 template <typename T, int Q>
@@ -186,6 +193,107 @@ void decode_head(T* out, const T* qkv, const T* persistent_k, const T* persisten
   }
 }
 
+// The K·Q query rows of (b, h) as query tiles: row i is token i / Q, query i % Q, and in qkv
+// the rows lie 3·H·D apart in that order. A lane sees, of each key group, the positions
+// [key_lo, key_hi] (TileLanes); positions are cache rows, minus ring ages, or chunk tokens.
+template <typename T>
+void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
+                       const T* ring_k, const T* ring_v, const DecodeAttentionLayout& L,
+                       int64_t b, int64_t h) {
+  using namespace tiles;
+  using Int = typename TileLanes<T>::Int;
+  const int64_t H = L.heads, D = L.head_dim, HD = H * D, K = L.tokens, Q = L.queries;
+  const int64_t row_ld = 3 * HD;
+  const int64_t persistent_row = Q == 2 ? L.persistent_stream : 0;
+  const int64_t end = L.persistent_end ? L.persistent_end[b] : 0;
+  const int64_t ring_len = L.ring_len ? L.ring_len[b] : 0;
+  const int64_t ring_next = L.ring_next ? L.ring_next[b] : ring_len;
+  const T* persistent_kb = persistent_k + (b * H + h) * L.persistent_capacity * D;
+  const T* persistent_vb = persistent_v + (b * H + h) * L.persistent_capacity * D;
+  const int64_t r_block = (b * H + h) * L.ring_capacity * D;
+  const T* rows = qkv + b * K * Q * row_ld + h * D;  // query row 0 of head h
+  TileScratch<T>& scratch = thread_scratch<T>();
+  T* qt = scratch.qt.get(D * kTile);
+  T* st = scratch.st.get(kChunk * kTile);
+  T* ot = scratch.ot.get(D * kTile);
+  alignas(64) T m[kTile], l[kTile], alpha[kTile];
+  alignas(64) int64_t token[kTile], query[kTile];
+  TileLanes<T> lanes;
+  std::fill(lanes.doc, lanes.doc + kTile, Int(0));
+  const T scale = T(1) / std::sqrt(T(D));
+
+  for (int64_t i0 = 0; i0 < K * Q; i0 += kTile) {
+    const int64_t n_rows = std::min(kTile, K * Q - i0);
+    load_queries<T>(qt, nullptr, rows + i0 * row_ld, row_ld, n_rows, D, scale);
+    std::fill(m, m + kTile, -std::numeric_limits<T>::infinity());
+    std::fill(l, l + kTile, T(0));
+    std::fill(ot, ot + D * kTile, T(0));
+    for (int64_t r = 0; r < kTile; ++r) {  // lanes past the rows repeat the last one
+      const int64_t i = i0 + std::min(r, n_rows - 1);
+      token[r] = i / Q;
+      query[r] = i % Q;
+    }
+    // Folds keys at positions [first, first + n) into the tile, each lane masked to its range.
+    const auto absorb_keys = [&](const T* keys, const T* values, int64_t ld, int64_t first, int64_t n) {
+      for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+        const int64_t c = std::min(kChunk, n - j0);
+        tile_product<T, false>(st, kTile, keys + j0 * ld, ld, qt, kTile, c, kTile, D, Store::overwrite);
+        mask_scores(st, c, first + j0, nullptr, lanes);
+        online_softmax(st, c, m, l, alpha);
+        tile_product<T, true>(ot, kTile, values + j0 * ld, ld, st, kTile, D, kTile, c,
+                              Store::scale_columns, alpha);
+      }
+    };
+    const TokenKeys first_keys = token_keys(L, b, token[0]);  // tokens only grow along the tile
+
+    // Cached persistent rows: token t sees [persistent_begin(t), end).
+    for (int64_t r = 0; r < kTile; ++r) {
+      lanes.key_lo[r] = Int(token_keys(L, b, token[r]).persistent_begin);
+      lanes.key_hi[r] = Int(end - 1);
+    }
+    absorb_keys(persistent_kb + first_keys.persistent_begin * D,
+                persistent_vb + first_keys.persistent_begin * D, D, first_keys.persistent_begin,
+                end - first_keys.persistent_begin);
+
+    // Ring rows at position −age (the newest is 0): token t sees ages below ring(t).
+    if (first_keys.ring > 0) {
+      for (int64_t r = 0; r < kTile; ++r) {
+        lanes.key_lo[r] = Int(1 - token_keys(L, b, token[r]).ring);
+        lanes.key_hi[r] = 0;
+      }
+      const int64_t low = std::max<int64_t>(0, ring_next - first_keys.ring);
+      const int64_t wrapped = first_keys.ring - (ring_next - low);
+      absorb_keys(ring_k + r_block + low * D, ring_v + r_block + low * D, D, low - ring_next + 1,
+                  ring_next - low);
+      const int64_t top = L.ring_capacity - wrapped;
+      absorb_keys(ring_k + r_block + top * D, ring_v + r_block + top * D, D,
+                  top - L.ring_capacity - ring_next + 1, wrapped);
+    }
+
+    // The chunk's tokens u before each row's token within its reach, and the row's own key
+    // when its query comes at or after that key's row (input before predict).
+    const int64_t last_token = token[kTile - 1];
+    for (int64_t group = 0; group < Q; ++group) {
+      const bool persistent = group == 0;
+      const int64_t key_row = persistent ? persistent_row : 1 - persistent_row;
+      for (int64_t r = 0; r < kTile; ++r) {
+        const TokenKeys k = token_keys(L, b, token[r]);
+        lanes.key_lo[r] = Int(persistent ? k.chunk_persistent_begin : k.chunk_window_begin);
+        lanes.key_hi[r] = Int(token[r] - (query[r] >= key_row ? 0 : 1));
+      }
+      const int64_t u0 = persistent ? first_keys.chunk_persistent_begin : first_keys.chunk_window_begin;
+      const T* key = rows + (u0 * Q + key_row) * row_ld + HD;
+      absorb_keys(key, key + HD, Q * row_ld, u0, last_token + 1 - u0);
+    }
+
+    for (int64_t r = 0; r < n_rows; ++r) {
+      T* o = out + (b * K * Q + i0 + r) * HD + h * D;
+      const T inv = T(1) / l[r];
+      for (int64_t d = 0; d < D; ++d) o[d] = ot[d * kTile + r] * inv;
+    }
+  }
+}
+
 template <typename T, int Q>
 int64_t decode_all(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
                    const T* ring_k, const T* ring_v, const DecodeAttentionLayout& L) {
@@ -202,9 +310,13 @@ int64_t decode_all(T* out, const T* qkv, const T* persistent_k, const T* persist
   }
   const int64_t pairs = H * (Q * keys + B * L.tokens * Q * (Q + 1) / 2);
   const bool parallel = pairs * L.head_dim >= cpu::kParallelThreshold && B * H > 1;
+  const bool tiled = L.tokens * Q >= kMinTiledRows;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t task = 0; task < B * H; ++task)
-    decode_head<T, Q>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H, task % H);
+    if (tiled)
+      decode_head_tiled<T>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H, task % H);
+    else
+      decode_head<T, Q>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H, task % H);
   return pairs;
 }
 
