@@ -56,11 +56,13 @@ std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& r
                                   int64_t logits_budget_bytes = int64_t(1) << 30);
 
 // Shared-context scoring (the same scores). `batch` prompts per prefill forward; extends run
-// `decode_rows` forked rows at once (0: 4 · batch; fewer when their logits pass 256 MiB).
+// `decode_rows` forked rows at once (0: 4 · batch; fewer when their logits pass 256 MiB). The
+// prompt caches held at once stay under `prompt_cache_bytes` (at least one prefill batch).
 template <typename T>
 std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Request>& requests,
                                          int64_t batch, const Progress& progress = {},
-                                         int64_t decode_rows = 0);
+                                         int64_t decode_rows = 0,
+                                         int64_t prompt_cache_bytes = int64_t(256) << 20);
 
 template <typename T>
 std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& requests,

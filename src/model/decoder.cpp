@@ -46,16 +46,16 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape) : model_(model),
   const int64_t B = shape.batch, rows = B * shape.max_chunk_tokens * Q_;
   step_tokens_.assign(rows, 0);
   step_positions_.assign(rows, 0);
-  h_.assign(rows * d_, T(0));
-  n_.assign(rows * d_, T(0));
-  rstd_.assign(rows, T(0));
-  qkv_.assign(rows * 3 * d_, T(0));
-  att_.assign(rows * d_, T(0));
-  gate_up_.assign(rows * 2 * F_, T(0));
-  act_.assign(rows * F_, T(0));
-  nf_.assign(B * shape.max_chunk_tokens * d_, T(0));
-  rstdf_.assign(B * shape.max_chunk_tokens, T(0));
-  logits_.assign(B * shape.max_chunk_tokens * V_, T(0));
+  h_.reset(size_t(rows * d_));
+  n_.reset(size_t(rows * d_));
+  rstd_.reset(size_t(rows));
+  qkv_.reset(size_t(rows * 3 * d_));
+  att_.reset(size_t(rows * d_));
+  gate_up_.reset(size_t(rows * 2 * F_));
+  act_.reset(size_t(rows * F_));
+  nf_.reset(size_t(B * shape.max_chunk_tokens * d_));
+  rstdf_.reset(size_t(B * shape.max_chunk_tokens));
+  logits_.reset(size_t(B * shape.max_chunk_tokens * V_));
   ring_next_.assign(B, 0);
   next_position_.assign(B, 0);
   last_token_.assign(B, -1);
@@ -124,10 +124,11 @@ void Decoder<T>::fork(int64_t row, const Decoder& source, int64_t source_row) {
 }
 
 template <typename T>
-void Decoder<T>::extend(const int32_t* tokens, int64_t K) {
+void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   const ModelConfig& c = model_.config();
   const ParamTable& table = model_.params();
-  const int64_t B = shape_.batch, KQ = K * Q_, rows = B * KQ, d = d_, F = F_;
+  const int64_t B = rows < 0 ? shape_.batch : rows, slots = B * K * Q_, d = d_, F = F_;
+  SPS_ASSERT(B >= 1 && B <= shape_.batch);
   SPS_ASSERT(K >= 1 && K <= shape_.max_chunk_tokens && fed_ + K <= shape_.max_new_tokens);
   const int64_t ring_capacity = cache_.shape().ring_capacity;
   for (int64_t b = 0; b < B; ++b) {
@@ -162,17 +163,17 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K) {
   const int32_t* pos = step_positions_.data();
   T *h = h_.data(), *n = n_.data(), *qkv = qkv_.data(), *att = att_.data();
   last_step_pairs_ = 0;
-  ops::embedding_forward(h, step_tokens_.data(), W + table.wte(), rows, d);
+  ops::embedding_forward(h, step_tokens_.data(), W + table.wte(), slots, d);
   for (int64_t l = 0; l < L_; ++l) {
     const LayerParams& p = table.layer(l);
-    ops::rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, rows, d, c.norm_eps);
-    ops::linear_decode_forward(qkv, n, W + p.c_attn, rows, d, 3 * d, false);
-    ops::rope_forward(qkv, pos, rows, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
-    ops::rope_forward(qkv + d, pos, rows, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
+    ops::rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, slots, d, c.norm_eps);
+    ops::linear_decode_forward(qkv, n, W + p.c_attn, slots, d, 3 * d, false);
+    ops::rope_forward(qkv, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
+    ops::rope_forward(qkv + d, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
     last_step_pairs_ += ops::attention_decode(att, qkv, cache_.persistent_k(l),
                                               cache_.persistent_v(l), cache_.ring_k(l),
                                               cache_.ring_v(l), attn);
-    ops::linear_decode_forward(h, att, W + p.c_proj, rows, d, d, true);
+    ops::linear_decode_forward(h, att, W + p.c_proj, slots, d, d, true);
     // The new rows join the cache after this layer's attention; the counts move after all
     // layers, so no layer of this call sees them as cached. Of the ring pushes only the
     // last ring_capacity survive.
@@ -186,10 +187,10 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K) {
           cache_.write_ring(l, b, (ring_next_[b] + t) % ring_capacity, wrow + d, wrow + 2 * d);
         }
       }
-    ops::rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, rows, d, c.norm_eps);
-    ops::linear_decode_forward(gate_up_.data(), n, W + p.gate_proj, rows, d, 2 * F, false);
-    ops::swiglu_forward(act_.data(), gate_up_.data(), rows, F);
-    ops::linear_decode_forward(h, act_.data(), W + p.down_proj, rows, F, d, true);
+    ops::rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, slots, d, c.norm_eps);
+    ops::linear_decode_forward(gate_up_.data(), n, W + p.gate_proj, slots, d, 2 * F, false);
+    ops::swiglu_forward(act_.data(), gate_up_.data(), slots, F);
+    ops::linear_decode_forward(h, act_.data(), W + p.down_proj, slots, F, d, true);
   }
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < K; ++t) {

@@ -65,10 +65,13 @@ class Decoder {
 
   // Feeds tokens[b·K .. b·K+K) to row b at its next K positions, as K steps would, and
   // computes the logits after each of them. An EOS may only be a row's last token here (a
-  // document ends with the chunk). 1 <= K <= max_chunk_tokens.
-  void extend(const int32_t* tokens, int64_t K);
+  // document ends with the chunk). 1 <= K <= max_chunk_tokens. With `rows` (1..batch) only
+  // the first `rows` rows are fed (tokens and logits are then [rows, K]); the others keep
+  // their state.
+  void extend(const int32_t* tokens, int64_t K, int64_t rows = -1);
 
-  // [B, K, V]: the logits of the last call, K = 1 after prefill, fork and step.
+  // [B, K, V] ([rows, K, V] after an extend of fewer rows): the logits of the last call, K = 1
+  // after prefill, fork and step.
   const T* logits() const { return logits_.data(); }
   const KvCache<T>& cache() const { return cache_; }
   const DecoderShape& shape() const { return shape_; }
@@ -86,8 +89,8 @@ class Decoder {
   SlotLayout prompt_layout_;
   std::vector<T> rope_cos_, rope_sin_;
   std::vector<int32_t> step_tokens_, step_positions_;  // [B·K·Q]
-  std::vector<T> h_, n_, rstd_, qkv_, att_, gate_up_, act_;  // [B·K·Q, ·]
-  std::vector<T> nf_, rstdf_, logits_;                       // [B·K, ·]
+  Buffer<T> h_, n_, rstd_, qkv_, att_, gate_up_, act_;  // [B·K·Q, ·]
+  Buffer<T> nf_, rstdf_, logits_;                       // [B·K, ·]
   std::vector<int64_t> ring_next_;                           // [B] ring row of the next push
   std::vector<int64_t> next_position_;                       // [B]
   std::vector<int32_t> last_token_;                          // [B] last token consumed

@@ -17,7 +17,7 @@ void KvCache<T>::allocate(const KvCacheShape& shape) {
   persistent_block_ = shape.batch * shape.persistent_capacity * row;
   ring_block_ = shape.batch * shape.ring_capacity * row;
   layer_stride_ = 2 * (persistent_block_ + ring_block_);
-  data_.assign(shape.layers * layer_stride_, T(0));
+  data_.reset(size_t(shape.layers * layer_stride_));
   persistent_len_.assign(shape.batch, 0);
   ring_len_.assign(shape.batch, 0);
   ring_pushed_.assign(shape.batch, 0);

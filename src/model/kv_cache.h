@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "util/buffer.h"
+
 namespace sps {
 
 struct KvCacheShape {
@@ -71,7 +73,7 @@ class KvCache {
 
  private:
   KvCacheShape shape_;
-  std::vector<T> data_;
+  Buffer<T> data_;
   int64_t persistent_block_ = 0, ring_block_ = 0, layer_stride_ = 0;
   std::vector<int64_t> persistent_len_, ring_len_, ring_pushed_;
 };

@@ -87,7 +87,7 @@ void Model<T>::reserve(int64_t B, int64_t T_) {
   B = std::max(B, planned_batch_);
   T_ = std::max(T_, planned_tokens_);
   const ActivationPlan plan = plan_activations(config_, B, T_, recompute_);
-  acts_.assign(plan.total, T(0));
+  acts_.reset(size_t(plan.total));
   T* base = acts_.data();
   layer_acts_.resize(config_.n_layer);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
@@ -134,7 +134,7 @@ const T* Model<T>::layer_qkv(int64_t l) const {
 
 template <typename T>
 void Model<T>::release_activations() {
-  std::vector<T>().swap(acts_);
+  acts_.reset(0);
   layer_acts_.clear();
   h_out_ = nf_ = rstdf_ = logits_ = lse_head_ = nll_ = nullptr;
   dh_ = dn_ = dqkv_ = datt_ = dgate_up_ = dact_ = dnf_ = nullptr;

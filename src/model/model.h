@@ -10,6 +10,7 @@
 #include "model/params.h"
 #include "model/slot_layout.h"
 #include "ops/ops.h"
+#include "util/buffer.h"
 
 namespace sps {
 
@@ -120,7 +121,7 @@ class Model {
   std::vector<int32_t> slot_positions_;  // [B·S] position of every slot
   std::vector<int32_t> readout_targets_; // [B·T]
   std::vector<T> rope_cos_, rope_sin_;
-  std::vector<T> acts_;
+  Buffer<T> acts_;
   int64_t planned_batch_ = 0, planned_tokens_ = 0;  // the shape acts_ was planned for
   bool recompute_ = false;
   std::vector<LayerActs> layer_acts_;

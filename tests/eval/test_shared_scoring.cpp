@@ -85,17 +85,22 @@ TEST_P(SharedScoring, EqualsNaiveScoring) {
   const auto naive = score_requests(model, requests, 4);
   ASSERT_TRUE(naive[naive.size() - 2].greedy);  // the greedy case is a real one
   ASSERT_FALSE(naive.back().greedy);
+  // A budget of one byte holds one prefill batch of prompts at a time: many chunks, each
+  // reusing the decoders of the one before.
   for (int64_t batch : {1, 3, 64})
-    for (int64_t decode_rows : {1, 5, 0}) {
-      const auto shared = score_requests_shared(model, requests, batch, {}, decode_rows);
-      ASSERT_EQ(shared.size(), naive.size());
-      for (size_t i = 0; i < naive.size(); ++i) {
-        EXPECT_NEAR(shared[i].loglik, naive[i].loglik, 1e-4 * std::abs(naive[i].loglik))
-            << "request " << i << " batch " << batch << " decode rows " << decode_rows;
-        EXPECT_EQ(shared[i].tokens, naive[i].tokens) << "request " << i;
-        EXPECT_EQ(shared[i].greedy, naive[i].greedy) << "request " << i;
+    for (int64_t decode_rows : {1, 5, 0})
+      for (int64_t prompt_cache_bytes : {int64_t(1), int64_t(256) << 20}) {
+        const auto shared = score_requests_shared(model, requests, batch, {}, decode_rows,
+                                                prompt_cache_bytes);
+        ASSERT_EQ(shared.size(), naive.size());
+        for (size_t i = 0; i < naive.size(); ++i) {
+          EXPECT_NEAR(shared[i].loglik, naive[i].loglik, 1e-4 * std::abs(naive[i].loglik))
+              << "request " << i << " batch " << batch << " decode rows " << decode_rows
+              << " cache bytes " << prompt_cache_bytes;
+          EXPECT_EQ(shared[i].tokens, naive[i].tokens) << "request " << i;
+          EXPECT_EQ(shared[i].greedy, naive[i].greedy) << "request " << i;
+        }
       }
-    }
 }
 
 TEST_P(SharedScoring, ProgressCountsEveryRequestOnce) {

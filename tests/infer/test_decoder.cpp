@@ -156,7 +156,61 @@ TEST_P(DecoderEqualsForward, LeftPaddedBatch) {
   check_against_forward(model, {a, b, d}, {6, 2, 8}, 0, 4);
 }
 
+// Extends of many tokens run the decode attention as query tiles (K·Q ≥ 16 rows, more than
+// one tile of 64 at K = 40 with two streams): T = 100, windows below, inside and above the
+// chunk, ω, one row and a left-padded pair.
+TEST_P(DecoderEqualsForward, LongExtends) {
+  const Case& p = GetParam();
+  ModelConfig c = micro_config(p.family, p.window == 20 ? 50 : p.window, p.omega);
+  c.block_size = 100;
+  Model<float> model(c);
+  randomize_weights(model, 7);
+  const auto x = random_tokens(1, 100, c, 41, {60});
+  const auto y = random_tokens(1, 90, c, 42, {});
+  for (int64_t chunk : {16, 40, 99}) {
+    check_against_forward(model, {x}, {1}, 0, chunk);
+    check_against_forward(model, {x, y}, {30, 7}, 0, chunk);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, DecoderEqualsForward, ::testing::ValuesIn(all_cases()), case_name);
+
+// An extend of the first rows only: their logits are the forward's, and the other rows keep
+// their state (a later step of all rows continues each from where it stands).
+TEST(Decoder, ExtendOfTheFirstRows) {
+  const ModelConfig c = micro_config("sps", 3);
+  Model<float> model(c);
+  randomize_weights(model, 8);
+  const int64_t V = c.vocab_size, B = 3, P = 4, K = 5;
+  const auto x = random_tokens(B, 12, c, 51, {});
+  std::vector<std::vector<double>> expected(B, std::vector<double>(12 * V));
+  for (int64_t b = 0; b < B; ++b)
+    model.forward(x.data() + b * 12, x.data() + b * 12, 1, 12, {nullptr, expected[b].data()});
+  DecoderShape shape;
+  shape.batch = B;
+  shape.max_prompt_tokens = P;
+  shape.max_new_tokens = K + 1;
+  shape.max_chunk_tokens = K;
+  Decoder<float> decoder(model, shape);
+  std::vector<int32_t> prompts(B * P);
+  for (int64_t b = 0; b < B; ++b) std::copy_n(x.begin() + b * 12, P, prompts.begin() + b * P);
+  decoder.prefill(prompts.data(), P);
+  std::vector<int32_t> feed(2 * K);
+  for (int64_t b = 0; b < 2; ++b) std::copy_n(x.begin() + b * 12 + P, K, feed.begin() + b * K);
+  decoder.extend(feed.data(), K, 2);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < K; ++t)
+      EXPECT_LT(max_relative_error(decoder.logits() + (b * K + t) * V, expected[b].data() + (P + t) * V, V), 1e-4)
+          << "row " << b << " token " << t;
+  EXPECT_EQ(decoder.next_position(2), P);
+  const std::vector<int32_t> next = {x[P + K], x[12 + P + K], x[2 * 12 + P]};
+  decoder.step(next.data());
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t position = b < 2 ? P + K : P;
+    EXPECT_LT(max_relative_error(decoder.logits() + b * V, expected[b].data() + position * V, V), 1e-4)
+        << "row " << b;
+  }
+}
 
 // After a consumed EOS the row's cache holds only the new document; positions go on.
 TEST(Decoder, DocumentResetAfterConsumedEos) {
