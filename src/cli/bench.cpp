@@ -2,6 +2,7 @@
 #include "bench/bench.h"
 #include "bench/generate_bench.h"
 #include "cli/commands.h"
+#include "cli/model_files.h"
 #include "model/config.h"
 #include "util/error.h"
 
@@ -66,7 +67,7 @@ void register_bench(CLI::App& app) {
   generate->add_option("--config", gen_configs,
                        "model config YAML(s); each runs every --families entry, random weights");
   generate->add_option("--checkpoint", gen_checkpoints,
-                       "checkpoint folder(s) (model.safetensors + config.yaml), each as trained");
+                       "checkpoint folder(s), or run folder(s) (their newest checkpoint), each as trained");
   generate->add_option("--families", gen_families,
                        "for --config: standard,sps,reverse_sps,delayed_state,2x_memory (sps with "
                        "w >= every position)")
@@ -127,13 +128,11 @@ void register_bench(CLI::App& app) {
       }
     }
     for (const std::string& dir : gen_checkpoints) {
-      const std::filesystem::path folder(dir);
-      if (!std::filesystem::exists(folder / "model.safetensors") ||
-          !std::filesystem::exists(folder / "config.yaml"))
-        fail("--checkpoint {}: expected model.safetensors and config.yaml in it", dir);
+      const ModelFiles files = resolve_model_files(dir, "", "");
+      const std::filesystem::path folder = std::filesystem::path(files.weights_path).parent_path();
       GenerateBenchModel m;
-      m.config = load_model_config((folder / "config.yaml").string(), {});
-      m.weights = (folder / "model.safetensors").string();
+      m.config = load_model_config(files.config_path, {});
+      m.weights = files.weights_path;
       // A trainer's checkpoints are RUN/checkpoints/NAME: call them RUN/NAME.
       const std::filesystem::path parent = folder.parent_path();
       m.label = (parent.filename() == "checkpoints" ? parent.parent_path().filename().string() + "/" : "") +

@@ -245,8 +245,9 @@ void run_eval(const EvalArgs& a) {
         std::fprintf(stderr, "sps eval: %s not found, corpus %s skipped (scripts/get-corpora.sh)\n",
                      path.c_str(), name);
     }
-    for (const char* t : {"corpus:edu_heldout=", "cloze", "continuation"})
-      suite.push_back(std::string(t) + (t[0] == 'c' && t[1] == 'o' && t[2] == 'r' ? dir + "/edu_heldout.jsonl" : ""));
+    suite.push_back("corpus:edu_heldout=" + dir + "/edu_heldout.jsonl");
+    suite.push_back("cloze");
+    suite.push_back("continuation");
     tasks.insert(tasks.begin(), suite.begin(), suite.end());
     task_files.try_emplace("cloze", dir + "/cloze.jsonl");
     task_files.try_emplace("continuation", dir + "/continuation.jsonl");

@@ -229,5 +229,17 @@ TEST(GenerateCli, TokenizerFromTheConfig) {
   EXPECT_EQ(run.out, f.library("hello", 6) + "\n");
 }
 
+// `sps bench generate --checkpoint` reads folders as every other command does.
+TEST(BenchGenerateCli, CheckpointFoldersAsEveryCommandTakesThem) {
+  Fixture f;
+  std::string out;
+  const std::string bench = quote(kSps) + " bench generate --prompt-tokens 4 --new-tokens 4 --batch 1 --runs 1 --warmup 0 --json --checkpoint ";
+  EXPECT_EQ(run_command(bench + quote(f.checkpoint) + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("\"decode_tokens_per_second\""), std::string::npos) << out;
+  fs::create_directories(f.dir.file("empty"));
+  EXPECT_EQ(run_command(bench + quote(f.dir.file("empty")) + " 2>&1", &out), 2);
+  EXPECT_NE(out.find("neither a checkpoint folder (model.safetensors) nor a run folder"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace sps::testing
