@@ -218,6 +218,7 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
   T* ot = scratch.ot.get(D * kTile);
   alignas(64) T m[kTile], l[kTile], alpha[kTile];
   alignas(64) int64_t token[kTile], query[kTile];
+  TokenKeys keys[kTile];  // what each lane's token sees
   TileLanes<T> lanes;
   std::fill(lanes.doc, lanes.doc + kTile, Int(0));
   const T scale = T(1) / std::sqrt(T(D));
@@ -232,6 +233,7 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
       const int64_t i = i0 + std::min(r, n_rows - 1);
       token[r] = i / Q;
       query[r] = i % Q;
+      keys[r] = token_keys(L, b, token[r]);
     }
     // Folds keys at positions [first, first + n) into the tile, each lane masked to its range.
     const auto absorb_keys = [&](const T* keys, const T* values, int64_t ld, int64_t first, int64_t n) {
@@ -244,11 +246,11 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
                               Store::scale_columns, alpha);
       }
     };
-    const TokenKeys first_keys = token_keys(L, b, token[0]);  // tokens only grow along the tile
+    const TokenKeys& first_keys = keys[0];  // tokens only grow along the tile
 
     // Cached persistent rows: token t sees [persistent_begin(t), end).
     for (int64_t r = 0; r < kTile; ++r) {
-      lanes.key_lo[r] = Int(token_keys(L, b, token[r]).persistent_begin);
+      lanes.key_lo[r] = Int(keys[r].persistent_begin);
       lanes.key_hi[r] = Int(end - 1);
     }
     absorb_keys(persistent_kb + first_keys.persistent_begin * D,
@@ -258,7 +260,7 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
     // Ring rows at position −age (the newest is 0): token t sees ages below ring(t).
     if (first_keys.ring > 0) {
       for (int64_t r = 0; r < kTile; ++r) {
-        lanes.key_lo[r] = Int(1 - token_keys(L, b, token[r]).ring);
+        lanes.key_lo[r] = Int(1 - keys[r].ring);
         lanes.key_hi[r] = 0;
       }
       const int64_t low = std::max<int64_t>(0, ring_next - first_keys.ring);
@@ -277,8 +279,7 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
       const bool persistent = group == 0;
       const int64_t key_row = persistent ? persistent_row : 1 - persistent_row;
       for (int64_t r = 0; r < kTile; ++r) {
-        const TokenKeys k = token_keys(L, b, token[r]);
-        lanes.key_lo[r] = Int(persistent ? k.chunk_persistent_begin : k.chunk_window_begin);
+        lanes.key_lo[r] = Int(persistent ? keys[r].chunk_persistent_begin : keys[r].chunk_window_begin);
         lanes.key_hi[r] = Int(token[r] - (query[r] >= key_row ? 0 : 1));
       }
       const int64_t u0 = persistent ? first_keys.chunk_persistent_begin : first_keys.chunk_window_begin;
