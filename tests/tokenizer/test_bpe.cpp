@@ -1,5 +1,6 @@
 // BpeTokenizer with GPT-2's files: known ids, special ids, round trips, thread safety, the
 // word cache, the rank-file format, and clear errors for bad files.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -213,8 +214,45 @@ TEST(TokenizerFiles, MalformedEncoderJson) {
   expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "JSON object"});
   write_whole_file(dir / "encoder.json", "{\"a\": \"x\"}");
   expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "'a'"});
+  write_whole_file(dir / "encoder.json", "{\"a\": {\"b\": 1}}");
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "'a'"});
+  write_whole_file(dir / "encoder.json", "{\"a\": 16777216}");
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "'a'", "2^24"});
+  write_whole_file(dir / "encoder.json", "{\"a\": -1}");
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "'a'", "2^24"});
+  write_whole_file(dir / "encoder.json", "{}");
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "JSON object"});
+  write_whole_file(dir / "encoder.json", "{\"a\": 0, \"b\": 0}");
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "id 0", "two tokens"});
   write_whole_file(dir / "encoder.json", "{\"a\": 0, \"b\": 1}");
   expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "byte 0x"});
+}
+
+// GPT-2's printable stand-in for a byte: itself when printable, else 256, 257, ... in order.
+int byte_code_point(int byte) {
+  auto printable = [](int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; };
+  if (printable(byte)) return byte;
+  int before = 0;
+  for (int b = 0; b < byte; ++b) before += !printable(b);
+  return 256 + before;
+}
+
+// Every byte's token, then `extra` (JSON members without braces).
+std::string all_bytes_encoder(const std::string& extra) {
+  std::string json = "{";
+  for (int b = 0; b < 256; ++b) json += fmt::format("\"\\u{:04x}\": {}, ", byte_code_point(b), b);
+  return json + extra + "}";
+}
+
+TEST(TokenizerFiles, EncoderJsonTokenGivenTwice) {
+  TempDir dir;
+  write_whole_file(dir / "vocab.bpe", "#version: 0.2\n");
+  write_whole_file(dir / "encoder.json", all_bytes_encoder("\"<|x|>\": 256"));
+  EXPECT_NO_THROW(BpeTokenizer::load(dir.path()));
+  write_whole_file(dir / "encoder.json", all_bytes_encoder("\"a\": 256"));
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "'a'", "twice"});
+  write_whole_file(dir / "encoder.json", all_bytes_encoder("\"<|x|>\": 256, \"<|x|>\": 257"));
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"encoder.json", "<|x|>", "twice"});
 }
 
 TEST(TokenizerFiles, BadMergesLineNamesFileAndLine) {
