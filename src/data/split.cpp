@@ -12,8 +12,11 @@ namespace sps {
 Md5Digest md5(std::string_view bytes) {
   Md5Digest digest{};
   unsigned int size = 0;
-  // EVP_Digest is the non-deprecated one-shot interface of OpenSSL 3.
-  const int ok = EVP_Digest(bytes.data(), bytes.size(), digest.data(), &size, EVP_md5(), nullptr);
+  // Fetched once: EVP_md5() makes every EVP_Digest fetch the implementation again, under a
+  // lock that threads hashing document ids contend for.
+  static EVP_MD* const md5_method = EVP_MD_fetch(nullptr, "MD5", nullptr);
+  SPS_ASSERT(md5_method != nullptr);
+  const int ok = EVP_Digest(bytes.data(), bytes.size(), digest.data(), &size, md5_method, nullptr);
   SPS_ASSERT(ok == 1 && size == digest.size());
   return digest;
 }

@@ -6,10 +6,18 @@
 #include <new>
 
 namespace {
-std::atomic<int64_t> g_allocations{0};
+// One counter per cache line, threads spread over them: a single shared counter made every
+// allocation of two tokenizer threads fight over one line (~3% of `data prepare`'s time).
+struct alignas(64) Counter {
+  std::atomic<int64_t> count{0};
+};
+constexpr unsigned kCounters = 64;
+Counter g_allocations[kCounters];
+std::atomic<unsigned> g_next_counter{0};
 
 void* counted_alloc(std::size_t size, std::size_t alignment) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  thread_local const unsigned counter = g_next_counter.fetch_add(1) % kCounters;
+  g_allocations[counter].count.fetch_add(1, std::memory_order_relaxed);
   if (size == 0) size = 1;
   void* p = nullptr;
   if (alignment <= alignof(std::max_align_t)) {
@@ -33,7 +41,10 @@ void* counted_alloc(std::size_t size, std::size_t alignment) {
 
 namespace sps {
 int64_t allocation_count() {
-  return SPS_COUNT_ALLOCATIONS ? g_allocations.load(std::memory_order_relaxed) : -1;
+  if (!SPS_COUNT_ALLOCATIONS) return -1;
+  int64_t total = 0;
+  for (const Counter& c : g_allocations) total += c.count.load(std::memory_order_relaxed);
+  return total;
 }
 }  // namespace sps
 
