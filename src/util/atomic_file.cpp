@@ -47,6 +47,16 @@ void AtomicFile::write(const void* data, size_t size) {
     if (n == 0) fail("{}: cannot write: no progress (device full?)", path_);
     p += n;
     size -= static_cast<size_t>(n);
+    written_ += static_cast<uint64_t>(n);
+  }
+  // Start writing back every few MB already, so the fsync in commit() has little left to
+  // wait for (the kernel otherwise holds a large file's pages until then). Only a hint:
+  // errors surface at fsync.
+  constexpr uint64_t kWritebackBytes = uint64_t{8} << 20;
+  if (written_ - written_back_ >= kWritebackBytes) {
+    ::sync_file_range(fd_, static_cast<off_t>(written_back_),
+                      static_cast<off_t>(written_ - written_back_), SYNC_FILE_RANGE_WRITE);
+    written_back_ = written_;
   }
 }
 

@@ -2,6 +2,7 @@
 // Writes a file so that readers see either the old content or the whole new content:
 // write to a temporary name beside it, fsync, rename over the target, fsync the folder.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace sps {
@@ -20,6 +21,7 @@ class AtomicFile {
   std::string path_, tmp_path_;
   int fd_ = -1;
   bool committed_ = false;
+  uint64_t written_ = 0, written_back_ = 0;  // bytes written; of those, handed to writeback
 };
 
 // Convenience: the whole content at once.
