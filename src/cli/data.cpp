@@ -71,14 +71,15 @@ void run_prepare(PrepareArgs args) {
   if (tty && last_print >= 0) std::fprintf(stderr, "\n");
   std::fprintf(stderr,
                "sps: %s: train %llu documents, %llu tokens; val %llu documents, %llu tokens "
-               "(%s, %s); %zu files, %.1f MB in %.1f s (%.1f MB/s, %d threads)\n",
+               "(%s, %s); %zu files, %.1f MB in %.1f s (%.1f MB/s, %d thread%s)\n",
                args.options.out_dir.c_str(), static_cast<unsigned long long>(report.train.documents),
                static_cast<unsigned long long>(report.train.tokens),
                static_cast<unsigned long long>(report.val.documents),
                static_cast<unsigned long long>(report.val.tokens), tokenizer->name().c_str(),
                token_dtype_name(args.options.dtype), static_cast<size_t>(report.files),
                report.text_bytes / 1e6, report.seconds,
-               report.text_bytes / 1e6 / std::max(1e-9, report.seconds), report.threads);
+               report.text_bytes / 1e6 / std::max(1e-9, report.seconds), report.threads,
+               report.threads == 1 ? "" : "s");
   if (report.empty_documents)
     std::fprintf(stderr, "sps: skipped %llu empty document(s)\n",
                  static_cast<unsigned long long>(report.empty_documents));

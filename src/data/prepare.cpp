@@ -3,11 +3,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -151,14 +154,22 @@ void encode_document(const PrepareOptions& options, const BpeTokenizer& tokenize
 }
 
 // Token ids as little-endian integers of the dtype, appended to `bytes`.
-void append_tokens(const std::vector<uint32_t>& tokens, TokenDType dtype, std::string& bytes) {
-  const size_t width = dtype == TokenDType::uint16 ? 2 : 4;
+template <typename Int>
+void append_as(const std::vector<uint32_t>& tokens, std::string& bytes) {
+  static_assert(std::endian::native == std::endian::little, "token files are little-endian");
   const size_t old = bytes.size();
-  bytes.resize(old + tokens.size() * width);
-  auto* p = reinterpret_cast<unsigned char*>(bytes.data() + old);
+  bytes.resize(old + tokens.size() * sizeof(Int));
+  char* p = bytes.data() + old;
   for (uint32_t id : tokens) {
-    for (size_t b = 0; b < width; ++b) *p++ = static_cast<unsigned char>(id >> (8 * b));
+    const Int value = static_cast<Int>(id);
+    std::memcpy(p, &value, sizeof value);
+    p += sizeof value;
   }
+}
+
+void append_tokens(const std::vector<uint32_t>& tokens, TokenDType dtype, std::string& bytes) {
+  if (dtype == TokenDType::uint16) append_as<uint16_t>(tokens, bytes);
+  else append_as<uint32_t>(tokens, bytes);
 }
 
 struct OutputFolder {
@@ -251,42 +262,47 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
       if (reader.joinable()) reader.join();
     }
   } stop_reader{queue, reader};
-  // Loaded while the reader already reads the first batch (loading GPT-2's files is a fixed
-  // ~0.15 s, a large share of a small corpus's time).
-  const BpeTokenizer& tokenizer = tokenizer_source();
+  const BpeTokenizer& tokenizer = tokenizer_source();  // waits while the reader already reads
   check_token_dtype(tokenizer.vocab_size(), options.dtype);
 
-  std::vector<Encoded> encoded;
-  std::vector<uint32_t> order;
+  // Two batches in flight: while one thread writes batch k-1 in document order, the others
+  // already encode batch k (a writing step alone left the other cores idle).
+  struct Slot {
+    Batch batch;
+    bool full = false;
+    std::vector<Encoded> encoded;
+    std::vector<std::exception_ptr> errors;
+    std::vector<uint32_t> order;  // largest documents first, so no thread ends alone on one
+  };
+  Slot slots[2];
   std::string train_bytes, val_bytes;
   PrepareProgress progress;
   progress.file_bytes_total = file_bytes_total;
-  while (true) {
-    Batch batch = queue.pop();
-    const int64_t n = static_cast<int64_t>(batch.docs.size());
-    encoded.assign(batch.docs.size(), Encoded{});
-    std::vector<std::exception_ptr> errors(batch.docs.size());
-    // Largest documents first, so no thread is left alone with a big one at the batch's end.
-    order.resize(batch.docs.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return batch.docs[a].text.size() > batch.docs[b].text.size();
+  bool last_popped = false, stop = false;
+  std::exception_ptr failure;  // the first error, in document order; ends the run
+
+  auto take_next = [&](Slot& slot) {
+    slot.full = !last_popped;
+    if (!slot.full) return;
+    slot.batch = queue.pop();
+    last_popped = slot.batch.last;
+    const size_t n = slot.batch.docs.size();
+    slot.encoded.assign(n, Encoded{});
+    slot.errors.assign(n, nullptr);
+    slot.order.resize(n);
+    for (size_t i = 0; i < n; ++i) slot.order[i] = static_cast<uint32_t>(i);
+    std::stable_sort(slot.order.begin(), slot.order.end(), [&](uint32_t a, uint32_t b) {
+      return slot.batch.docs[a].text.size() > slot.batch.docs[b].text.size();
     });
-#pragma omp parallel for schedule(dynamic, 1) num_threads(report.threads) if (n > 1)
-    for (int64_t k = 0; k < n; ++k) {
-      const uint32_t i = order[k];
-      try {
-        encode_document(options, tokenizer, rule, files[batch.file_of[i]], batch.docs[i], encoded[i]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-      batch.docs[i].text = std::string();  // free the text early
-    }
+  };
+  auto write = [&](Slot& slot) {
+    slot.full = false;
+    const Batch& batch = slot.batch;
     train_bytes.clear();
     val_bytes.clear();
-    for (int64_t i = 0; i < n; ++i) {
-      if (errors[i]) std::rethrow_exception(errors[i]);
-      Encoded& e = encoded[i];
+    for (size_t i = 0; i < batch.docs.size(); ++i) {
+      if (slot.errors[i]) std::rethrow_exception(slot.errors[i]);
+      Encoded& e = slot.encoded[i];
       report.replacements += e.replacements;
       if (e.outcome == Outcome::bad) {
         if (!options.skip_bad_records)
@@ -315,8 +331,52 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
       progress.seconds = elapsed();
       options.progress(progress);
     }
-    if (batch.last) break;
+  };
+
+  // Step k: one thread takes batch k; then one thread writes batch k-1 while the rest (and
+  // then it) encode batch k. The barriers keep the two slots apart; every thread sees the
+  // same `stop` after them, so all leave together.
+#pragma omp parallel num_threads(report.threads)
+  for (size_t k = 0;; ++k) {
+    Slot& current = slots[k % 2];
+    Slot& previous = slots[(k + 1) % 2];
+#pragma omp barrier
+#pragma omp single
+    {
+      if (failure) stop = true;
+      else {
+        try {
+          take_next(current);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+        stop = failure || (!current.full && !previous.full);
+      }
+    }
+    if (stop) break;
+#pragma omp single nowait
+    if (previous.full) {
+      try {
+        write(previous);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    const int64_t n = current.full ? static_cast<int64_t>(current.batch.docs.size()) : 0;
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t j = 0; j < n; ++j) {
+      const uint32_t i = current.order[j];
+      RawDocument& doc = current.batch.docs[i];
+      try {
+        encode_document(options, tokenizer, rule, files[current.batch.file_of[i]], doc,
+                        current.encoded[i]);
+      } catch (...) {
+        current.errors[i] = std::current_exception();
+      }
+      doc.text = std::string();  // free the text early
+    }
   }
+  if (failure) std::rethrow_exception(failure);
   reader.join();
   for (size_t f = 0; f < files.size(); ++f) {
     report.text_bytes += text_bytes_per_file[f];
@@ -352,11 +412,15 @@ PrepareReport prepare_data(const PrepareOptions& options, const TokenizerSource&
   if (options.inputs.empty()) fail("no inputs given");
   if (options.field.empty()) fail("--field must not be empty");
   (void)SplitRule(options.seed, options.val_fraction);  // validates the fraction
+  // Loaded while the input files are listed and then read: a fixed cost of every run
+  // (~0.03 s for GPT-2), a large share of a small corpus's time.
+  std::future<const BpeTokenizer*> loading =
+      std::async(std::launch::async, [&]() -> const BpeTokenizer* { return &tokenizer(); });
   const std::vector<SourceFile> files = list_source_files(options.inputs, options.include);
   if (files.empty()) fail("no input files (check the paths and --include)");
   const OutputFolder folder = open_output_folder(options.out_dir, options.overwrite);
   try {
-    return run(options, tokenizer, files, folder.path);
+    return run(options, [&]() -> const BpeTokenizer& { return *loading.get(); }, files, folder.path);
   } catch (...) {
     // The temporary files are gone already (AtomicFile); a folder made by this run goes too.
     if (folder.created) {

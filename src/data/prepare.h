@@ -2,8 +2,9 @@
 // `sps data prepare`: text → train.bin, val.bin, meta.json (SPEC §6).
 //
 // Documents (document_reader.h) are read in order by one thread and handed on in batches of
-// a few MB; each batch is parsed, split (split.h) and tokenized on `threads` threads, and
-// written in document order, so the output bytes do not depend on the thread count and
+// a few MB; each batch is parsed, split (split.h) and tokenized on `threads` threads while
+// one of them writes the batch before in document order, so the output bytes do not depend
+// on the thread count and
 // memory stays bounded by a few batches (plus the largest document). Every document is
 // followed by EOS. Token files are headerless little-endian uint16 (or uint32 with
 // TokenDType::uint32). All three files are written under temporary names and renamed into
@@ -72,8 +73,9 @@ struct PrepareReport {
 
 PrepareReport prepare_data(const PrepareOptions& options, const BpeTokenizer& tokenizer);
 
-// The tokenizer, loaded on first call: prepare_data calls it once the reader thread has
-// started, so loading overlaps reading. Errors it throws propagate as usual.
+// The tokenizer, loaded on first call: prepare_data calls it once, on a thread of its own,
+// so loading overlaps listing and reading the inputs. Errors it throws propagate as usual
+// (after an error of the inputs, which is reported first).
 using TokenizerSource = std::function<const BpeTokenizer&()>;
 PrepareReport prepare_data(const PrepareOptions& options, const TokenizerSource& tokenizer);
 

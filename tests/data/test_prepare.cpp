@@ -1,5 +1,6 @@
 // prepare_data: counts against the tokenizer itself, the split, dtypes, thread-count
 // independence, and bad input leaving nothing behind.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -278,6 +279,48 @@ TEST(Prepare, BadRecordsStopOrAreSkipped) {
   EXPECT_EQ(testing::byte_tokenizer().decode(testing::read_tokens(dir / "out/train.bin")),
             "a<|endoftext|>c<|endoftext|>");
   EXPECT_EQ(read_meta(dir / "out")["skipped"]["bad_records"], 2);
+}
+
+// Batches are encoded while the one before is written: the error reported is still the first
+// in document order, whichever batch or thread met it, and nothing is left behind.
+TEST(Prepare, FirstErrorInDocumentOrderAcrossBatches) {
+  TempDir dir;
+  std::string records, kept;
+  for (int line = 1; line <= 200; ++line) {
+    if (line == 150 || line == 180) records += "{\"text\": oops}\n";
+    else records += fmt::format("{{\"text\":\"r{}\"}}\n", line), kept += fmt::format("r{}<|endoftext|>", line);
+  }
+  write_whole_file(dir / "r.jsonl", records);
+  const std::string bad = dir / "r.jsonl";
+  for (int threads : {1, 3}) {
+    PrepareOptions options = options_for({bad}, dir / "out");
+    options.threads = threads;
+    options.batch_documents = 7;  // the bad records sit in the 22nd and 26th batch
+    const std::string error = error_of([&] { prepare_data(options, testing::byte_tokenizer()); });
+    EXPECT_EQ(error.rfind(bad + ":150: malformed JSON", 0), 0u) << threads << " threads: " << error;
+    EXPECT_FALSE(fs::exists(dir / "out"));
+
+    options.skip_bad_records = true;
+    options.val_fraction = 0;
+    const PrepareReport report = prepare_data(options, testing::byte_tokenizer());
+    EXPECT_EQ(report.bad_records, 2u);
+    EXPECT_EQ(report.first_bad_record.rfind(bad + ":150: malformed JSON", 0), 0u);
+    EXPECT_EQ(testing::byte_tokenizer().decode(testing::read_tokens(dir / "out/train.bin")), kept);
+    fs::remove_all(dir / "out");
+  }
+}
+
+// The tokenizer loads on its own thread while the inputs are listed: its error comes through,
+// after an error of the inputs.
+TEST(Prepare, TokenizerErrorsComeThrough) {
+  TempDir dir;
+  write_whole_file(dir / "a.txt", "one");
+  const TokenizerSource broken = []() -> const BpeTokenizer& { throw UserError("tokenizer.tok: broken"); };
+  EXPECT_EQ(error_of([&] { prepare_data(options_for({dir / "a.txt"}, dir / "out"), broken); }),
+            "tokenizer.tok: broken");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  EXPECT_EQ(error_of([&] { prepare_data(options_for({dir / "nope.txt"}, dir / "out"), broken); }),
+            (dir / "nope.txt") + ": no such file or folder");
 }
 
 TEST(Prepare, OutputFolderRules) {
