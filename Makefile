@@ -1,7 +1,7 @@
 # Thin front for the CMake presets. `make test` and `make demo` install what they need.
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
-TOKENS ?= 262144
+TOKENS ?= 524288
 
 .PHONY: deps corpora build debug asan test test-release test-asan bench fuzz demo clean
 

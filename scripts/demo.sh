@@ -4,7 +4,7 @@
 # on the same data with the same seeds and token budget, then prints a table (final val NLL,
 # training tokens/s), plots both loss curves (runs/demo/loss.png) and ends with the local
 # evaluation suite's summary of both models (val NLL, Corpus NLL, Task Accuracy).
-#   TOKENS      training tokens per model (default 262144 = 64 steps of 4096 tokens)
+#   TOKENS      training tokens per model (default 524288 = 128 steps of 4096 tokens)
 #   EVAL_LIMIT  items of each task and documents of each corpus in the suite (default 20)
 #   EVAL_CORPUS_BYTES  text scored of each corpus (default 20000; kjv's first book alone is
 #               225 kB)
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TOKENS=${TOKENS:-262144}
+TOKENS=${TOKENS:-524288}
 export SPS_HOME=${SPS_HOME:-$HOME/.cache/sps}
 sps=build/release/sps
 out=runs/demo
