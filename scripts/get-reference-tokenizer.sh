@@ -26,5 +26,12 @@ if ! command -v npm >/dev/null; then
 fi
 
 echo "get-reference-tokenizer: installing $PACKAGE@$VERSION into $prefix"
-npm install --silent --no-audit --no-fund --no-save --prefix "$prefix" "$PACKAGE@$VERSION" >/dev/null
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! npm install --loglevel=error --no-audit --no-fund --no-save --prefix "$prefix" "$PACKAGE@$VERSION" \
+    >/dev/null 2>"$log"; then
+  echo "get-reference-tokenizer: could not install $PACKAGE@$VERSION from the npm registry (check" \
+    "the network and npm's registry settings): $(grep -m1 -i err "$log" || tail -n1 "$log")" >&2
+  exit 1
+fi
 installed || { echo "get-reference-tokenizer: $PACKAGE did not install" >&2; exit 1; }
