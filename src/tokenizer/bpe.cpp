@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -84,13 +85,15 @@ inline uint64_t prefix8(std::string_view s) {
 class TokenTable {
  public:
   void add(uint32_t id, std::string_view bytes) {
+    SPS_ASSERT(slots_.empty());  // before finish()
     if (id >= offsets_.size()) offsets_.resize(id + 1, {0, kNone});
     offsets_[id] = {static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(bytes.size())};
     arena_.append(bytes);
     ids_.push_back(id);
   }
-  // Builds the lookup table; call once after the last add().
+  // Builds the lookup table after the last add(); a second call keeps the one built.
   void finish() {
+    if (!slots_.empty()) return;
     size_t capacity = 16;
     while (capacity < ids_.size() * 2) capacity *= 2;
     slots_.assign(capacity, Slot{0, kNone, 0});
@@ -101,6 +104,19 @@ class TokenTable {
       while (slots_[i].id != kNone) i = (i + 1) & mask_;
       slots_[i] = Slot{prefix8(b), id, static_cast<uint32_t>(b.size())};
     }
+  }
+  // Takes a token out, after finish(): its slot stays, matching no key, so that the probe
+  // sequences through it still reach the tokens behind.
+  void remove(uint32_t id) {
+    const std::string_view b = bytes(id);
+    for (size_t i = hash_bytes(b.data(), b.size()) & mask_;; i = (i + 1) & mask_)
+      if (slots_[i].id == id) {
+        slots_[i].size = kNone;
+        break;
+      }
+    offsets_[id] = {0, kNone};
+    while (!offsets_.empty() && offsets_.back().size == kNone) offsets_.pop_back();  // id_limit()
+    ids_.erase(std::find(ids_.begin(), ids_.end(), id));
   }
   uint32_t find(std::string_view key, uint64_t h) const {
     const uint64_t prefix = prefix8(key);
@@ -734,9 +750,69 @@ class EncoderEntries : public nlohmann::json_sax<nlohmann::json> {
 
 }  // namespace
 
+namespace {
+
+// vocab.bpe's merge lines with both symbols decoded to bytes, made on a thread of its own
+// while encoder.json is parsed. Decoding stops at the first malformed line (`error`); the
+// lines before it are kept, so errors still come in line order.
+struct MergeLines {
+  std::string text;               // the file, for error messages
+  std::string bytes;              // each line's left then right symbol, back to back
+  std::vector<uint32_t> ends;     // per line: where its left and its right symbol end in `bytes`
+  std::vector<uint32_t> numbers;  // per line: its line number in the file
+  std::string error;
+
+  // Line `number` of the file, printable, for a message.
+  std::string line(size_t number) const {
+    std::string found;
+    for_each_line(text, [&](size_t n, std::string_view l) {
+      if (n == number) found = printable(l);
+    });
+    return found;
+  }
+};
+
+MergeLines decode_merge_lines(const std::string& path, const ByteAlphabet& alphabet) {
+  MergeLines m;
+  m.text = read_file(path, "GPT-2's vocab.bpe");
+  if (find_invalid_utf8(m.text) != std::string_view::npos) {
+    m.error = fmt::format("{}: not valid UTF-8", path);
+    return m;
+  }
+  std::string symbol_bytes;
+  for_each_line(m.text, [&](size_t number, std::string_view line) {
+    if (!m.error.empty() || line.empty() || (number == 1 && line.starts_with("#version"))) return;
+    const size_t space = line.find(' ');
+    if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
+        line.find(' ', space + 1) != std::string_view::npos) {
+      m.error = fmt::format("{}:{}: expected two symbols separated by one space, got '{}'", path,
+                            number, printable(line));
+      return;
+    }
+    const size_t line_start = m.bytes.size();
+    for (const std::string_view symbol : {line.substr(0, space), line.substr(space + 1)}) {
+      if (!alphabet.decode(symbol, symbol_bytes)) {
+        m.bytes.resize(line_start);
+        m.ends.resize(2 * m.numbers.size());
+        m.error = fmt::format("{}:{}: '{}' has characters outside GPT-2's byte alphabet", path,
+                              number, printable(line));
+        return;
+      }
+      m.bytes += symbol_bytes;
+      m.ends.push_back(static_cast<uint32_t>(m.bytes.size()));
+    }
+    m.numbers.push_back(static_cast<uint32_t>(number));
+  });
+  return m;
+}
+
+}  // namespace
+
 BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& encoder_json,
                                            const std::string& vocab_bpe) {
   const ByteAlphabet& alphabet = byte_alphabet();
+  std::future<MergeLines> merge_lines =
+      std::async(std::launch::async, decode_merge_lines, vocab_bpe, std::cref(alphabet));
   EncoderEntries encoder;
   {
     const std::string text = read_file(encoder_json, "GPT-2's encoder.json");
@@ -747,21 +823,23 @@ BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& encoder_json,
   if (encoder.entries.empty())
     fail("{}: expected a JSON object mapping token strings to ids", encoder_json);
 
-  // Token strings in the byte alphabet, by their bytes; the others (and tokens no merge
-  // makes) are specials, e.g. <|endoftext|>.
+  // Every token string in the byte alphabet goes into the table, by its bytes; those that
+  // are neither a byte nor made by a merge (e.g. <|endoftext|>) leave it again as specials.
+  auto impl = std::make_unique<Impl>();
+  impl->name = encoder_json;
+  TokenTable& table = impl->table;
   int64_t max_id = 0;
   for (const auto& e : encoder.entries) max_id = std::max(max_id, e.id);
   std::vector<uint8_t> id_seen(static_cast<size_t>(max_id) + 1, 0);
-  TokenTable by_bytes;
   std::string bytes;
   for (const auto& e : encoder.entries) {
     if (id_seen[e.id]++) fail("{}: id {} is given to two tokens", encoder_json, e.id);
     if (alphabet.decode(e.token, bytes) && !bytes.empty())
-      by_bytes.add(static_cast<uint32_t>(e.id), bytes);
+      table.add(static_cast<uint32_t>(e.id), bytes);
   }
-  by_bytes.finish();
+  table.finish();
   for (const auto& e : encoder.entries)
-    if (by_bytes.contains(e.id) && by_bytes.find(by_bytes.bytes(e.id)) != e.id)
+    if (table.contains(e.id) && table.find(table.bytes(e.id)) != e.id)
       fail("{}: token '{}' is given twice", encoder_json, printable(e.token));
 
   // Merge priority by id: bytes first (never compared: merges make >= 2 bytes), then merges
@@ -769,55 +847,45 @@ BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& encoder_json,
   std::vector<uint32_t> priority(id_seen.size(), kNone);
   for (int b = 0; b < 256; ++b) {
     const char single = static_cast<char>(b);
-    const uint32_t id = by_bytes.find(std::string_view(&single, 1));
+    const uint32_t id = table.find(std::string_view(&single, 1));
     if (id == kNone)
       fail("{}: byte 0x{:02x} has no token (a byte-level BPE needs all 256)", encoder_json, b);
     priority[id] = static_cast<uint32_t>(b);
   }
-  const std::string merges = read_file(vocab_bpe, "GPT-2's vocab.bpe");
-  if (find_invalid_utf8(merges) != std::string_view::npos)
-    fail("{}: not valid UTF-8", vocab_bpe);
-  uint32_t merge_index = 0;
-  std::string left, right;
-  for_each_line(merges, [&](size_t number, std::string_view line) {
-    if (line.empty() || (number == 1 && line.starts_with("#version"))) return;
-    const size_t space = line.find(' ');
-    if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
-        line.find(' ', space + 1) != std::string_view::npos)
-      fail("{}:{}: expected two symbols separated by one space, got '{}'", vocab_bpe, number,
-           printable(line));
-    if (!alphabet.decode(line.substr(0, space), left) ||
-        !alphabet.decode(line.substr(space + 1), right))
-      fail("{}:{}: '{}' has characters outside GPT-2's byte alphabet", vocab_bpe, number,
-           printable(line));
-    for (const std::string* part : {&left, &right}) {
-      const uint32_t id = by_bytes.find(*part);
+  const MergeLines merges = merge_lines.get();
+  const std::string_view merged(merges.bytes);
+  uint32_t start = 0;
+  for (size_t i = 0; i < merges.numbers.size(); ++i) {
+    const uint32_t middle = merges.ends[2 * i], end = merges.ends[2 * i + 1];
+    for (const std::string_view part :
+         {merged.substr(start, middle - start), merged.substr(middle, end - middle)}) {
+      const uint32_t id = table.find(part);
       if (id == kNone || priority[id] == kNone)
-        fail("{}:{}: '{}' is neither a byte nor made by an earlier merge", vocab_bpe, number,
-             printable(line));
+        fail("{}:{}: '{}' is neither a byte nor made by an earlier merge", vocab_bpe,
+             merges.numbers[i], merges.line(merges.numbers[i]));
     }
-    left += right;
-    const uint32_t made = by_bytes.find(left);
+    const uint32_t made = table.find(merged.substr(start, end - start));
     if (made == kNone)
-      fail("{}:{}: the merge '{}' makes a token that {} does not have", vocab_bpe, number,
-           printable(line), encoder_json);
+      fail("{}:{}: the merge '{}' makes a token that {} does not have", vocab_bpe,
+           merges.numbers[i], merges.line(merges.numbers[i]), encoder_json);
     if (priority[made] != kNone)
       fail("{}:{}: the merge '{}' makes a token that an earlier line already makes", vocab_bpe,
-           number, printable(line));
-    priority[made] = 256 + merge_index++;
-  });
+           merges.numbers[i], merges.line(merges.numbers[i]));
+    priority[made] = static_cast<uint32_t>(256 + i);
+    start = end;
+  }
+  if (!merges.error.empty()) throw UserError(merges.error);
 
-  auto impl = std::make_unique<Impl>();
-  impl->name = encoder_json;
   std::set<std::string> special_texts;
   for (auto& e : encoder.entries) {
-    if (priority[e.id] != kNone) impl->table.add(static_cast<uint32_t>(e.id), by_bytes.bytes(e.id));
-    else if (!special_texts.insert(e.token).second)
+    if (priority[e.id] != kNone) continue;
+    if (table.contains(e.id)) table.remove(e.id);
+    if (!special_texts.insert(e.token).second)
       fail("{}: token '{}' is given twice", encoder_json, printable(e.token));
-    else impl->specials[static_cast<uint32_t>(e.id)] = std::move(e.token);
+    impl->specials[static_cast<uint32_t>(e.id)] = std::move(e.token);
   }
   impl->finish(encoder_json);
-  for (uint32_t id : impl->table.ids()) impl->priority[id] = priority[id];
+  for (uint32_t id : table.ids()) impl->priority[id] = priority[id];
   return BpeTokenizer(std::move(impl));
 }
 

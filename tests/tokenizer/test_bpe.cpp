@@ -270,6 +270,13 @@ TEST(TokenizerFiles, BadMergesLineNamesFileAndLine) {
   expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"vocab.bpe:3", "byte alphabet"});
   write_whole_file(dir / "vocab.bpe", "#version: 0.2\n\xC4\xA0 t\n\xC4\xA0 t\n");
   expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"vocab.bpe:3", "already"});
+  // The first error in line order, whichever check finds it.
+  write_whole_file(dir / "vocab.bpe", "#version: 0.2\n\xC4\xA0 t\nzzqq x\na b c\n");
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"vocab.bpe:3", "earlier merge", "'zzqq x'"});
+  write_whole_file(dir / "vocab.bpe", "#version: 0.2\n\xC4\x8A q\n");  // "\nq" is no GPT-2 token
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"vocab.bpe:2", "does not have"});
+  write_whole_file(dir / "vocab.bpe", "#version: 0.2\n\xC4\xA0 t\n\xFF\n");
+  expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {"vocab.bpe", "not valid UTF-8"});
   // The real file loads and gives GPT-2's ids.
   write_whole_file(dir / "vocab.bpe", merges);
   EXPECT_EQ(BpeTokenizer::load(dir.path()).encode("hello world"), (Ids{31373, 995}));
