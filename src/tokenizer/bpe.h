@@ -21,7 +21,8 @@
 // 50303.
 //
 // encode() and decode() are const and thread-safe; each thread borrows a workspace (regex
-// match state and a bounded piece -> ids cache) from a pool.
+// match state and a bounded piece -> ids cache) from a pool, the same one each time while
+// it is free.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
