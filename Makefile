@@ -13,9 +13,11 @@ deps:
 corpora: deps
 	@bash scripts/get-corpora.sh
 
+# The release build: everything, or only the binary for the commands that need nothing else.
+BUILD_TARGETS ?= all
 build: deps
 	@cmake --preset release >/dev/null
-	@cmake --build --preset release -j $(JOBS)
+	@cmake --build --preset release -j $(JOBS) --target $(BUILD_TARGETS)
 
 debug: deps
 	@cmake --preset debug >/dev/null
@@ -38,6 +40,7 @@ test-asan: asan
 
 test: test-release test-asan
 
+bench: BUILD_TARGETS = sps
 bench: build
 	@./build/release/sps bench gemm
 	@./build/release/sps bench step --config configs/models/tiny.yaml
@@ -53,6 +56,7 @@ fuzz: deps
 	  build/fuzz/corpus_jsonl fuzz/corpus_jsonl
 
 # The main job: corpora, tokenizer, token files, tiny standard vs tiny sps, table and plot.
+demo: BUILD_TARGETS = sps
 demo: build
 	@TOKENS=$(TOKENS) bash scripts/demo.sh
 
