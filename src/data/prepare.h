@@ -4,9 +4,8 @@
 // Documents (document_reader.h) are read in order by one thread and handed on in batches of
 // a few MB; each batch is parsed, split (split.h) and tokenized on `threads` threads while
 // one of them writes the batch before in document order, so the output bytes do not depend
-// on the thread count and
-// memory stays bounded by a few batches (plus the largest document). Every document is
-// followed by EOS. Token files are headerless little-endian uint16 (or uint32 with
+// on the thread count and memory stays bounded by a few batches (plus the largest
+// document). Every document is followed by EOS. Token files are headerless little-endian uint16 (or uint32 with
 // TokenDType::uint32). All three files are written under temporary names and renamed into
 // place only when everything succeeded, meta.json last; on any error nothing new is left
 // behind (a folder created by the run is removed again).

@@ -748,10 +748,6 @@ class EncoderEntries : public nlohmann::json_sax<nlohmann::json> {
   int depth_ = 0;  // 1 inside the top-level object; nested values are refused
 };
 
-}  // namespace
-
-namespace {
-
 // vocab.bpe's merge lines with both symbols decoded to bytes, made on a thread of its own
 // while encoder.json is parsed. Decoding stops at the first malformed line (`error`); the
 // lines before it are kept, so errors still come in line order.
