@@ -33,9 +33,14 @@ meta_path, edu, out, seed, items = sys.argv[1], sys.argv[2], sys.argv[3], int(sy
 meta = json.load(open(meta_path))
 split_seed, fraction = meta["split"]["seed"], meta["split"]["val_fraction"]
 
-def held_out(doc_id):  # src/data/split.h
-    h = int.from_bytes(hashlib.md5(f"{split_seed}:{doc_id}".encode()).digest()[:8], "big")
-    return fraction >= 1 or h < fraction * 2**64
+# src/data/split.h; token files made before the paper's rule (no byte_order) were big-endian.
+byte_order = meta["split"].get("byte_order", "big")
+
+def held_out(doc_id):
+    h = int.from_bytes(hashlib.md5(f"{split_seed}:{doc_id}".encode()).digest()[:8], byte_order)
+    if byte_order == "big":
+        return fraction >= 1 or h < fraction * 2**64
+    return fraction >= 1 or h < int(fraction * 2**64)
 
 files = []
 for root, _, names in os.walk(edu):

@@ -31,10 +31,13 @@ if [ ! -f "$tokenizer" ]; then
   $sps tokenizer train "$SPS_HOME/corpora/edu" --out "$tokenizer" --vocab-size 8192
 fi
 data=$SPS_HOME/data/edu-tiny
-if [ ! -f "$data/meta.json" ]; then
+# Token files from before the paper's split rule and the document shuffle (no `shuffle` in
+# meta.json) are made again, and with them the evaluation suite drawn from their val split.
+if [ ! -f "$data/meta.json" ] || ! jq -e '.shuffle and .split.byte_order == "little"' "$data/meta.json" >/dev/null; then
   # 1% of documents held out: the validation windows and, later, held-out evaluation text.
   $sps data prepare "$SPS_HOME/corpora/edu" --tokenizer "$tokenizer" --out "$data" \
-    --val-fraction 0.01
+    --val-fraction 0.01 --overwrite
+  rm -rf "$SPS_HOME/eval-suite"
 fi
 
 # The tiny recipes, scaled to the budget: warm-up 1/16, linear decay over the last 1/5,

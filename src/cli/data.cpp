@@ -71,12 +71,13 @@ void run_prepare(PrepareArgs args) {
   if (tty && last_print >= 0) std::fprintf(stderr, "\n");
   std::fprintf(stderr,
                "sps: %s: train %llu documents, %llu tokens; val %llu documents, %llu tokens "
-               "(%s, %s); %zu files, %.1f MB in %.1f s (%.1f MB/s, %d thread%s)\n",
+               "(%s, %s, %s); %zu files, %.1f MB in %.1f s (%.1f MB/s, %d thread%s)\n",
                args.options.out_dir.c_str(), static_cast<unsigned long long>(report.train.documents),
                static_cast<unsigned long long>(report.train.tokens),
                static_cast<unsigned long long>(report.val.documents),
                static_cast<unsigned long long>(report.val.tokens), tokenizer->name().c_str(),
-               token_dtype_name(args.options.dtype), static_cast<size_t>(report.files),
+               token_dtype_name(args.options.dtype),
+               report.shuffle_buckets ? "shuffled" : "input order", static_cast<size_t>(report.files),
                report.text_bytes / 1e6, report.seconds,
                report.text_bytes / 1e6 / std::max(1e-9, report.seconds), report.threads,
                report.threads == 1 ? "" : "s");
@@ -101,10 +102,11 @@ void register_data(CLI::App& app) {
   auto* prepare = data->add_subcommand(
       "prepare",
       "tokenize text files, folders and JSON Lines (plain, .gz or .zst) into train.bin and val.bin "
-      "(headerless little-endian token ids, EOS after every document) and meta.json; a document "
-      "is in val when the first 8 bytes of md5(\"{seed}:{id}\") read big-endian are below "
-      "val-fraction * 2^64, id being the record's `id` field or else <path>:<index> (path "
-      "relative to a folder input, or as given)");
+      "(headerless little-endian token ids, EOS after every document, documents in a seeded "
+      "random order) and meta.json; as in the paper, a document is in val when the first 8 bytes "
+      "of md5(\"{seed}:{id}\") read little-endian are below floor(val-fraction * 2^64), id "
+      "being the record's `id` field or else <path>:<index> (path relative to a folder input, "
+      "or as given)");
   prepare->add_option("inputs", args.options.inputs,
                       "text files (one document each), folders (searched recursively) and JSON Lines "
                       "files (*.jsonl, *.ndjson; one document per record)")
@@ -128,7 +130,14 @@ void register_data(CLI::App& app) {
                       "share of documents for val.bin, by hash")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  prepare->add_option("--seed", args.options.seed, "seed of the hash split")->capture_default_str();
+  prepare->add_option("--seed", args.options.seed, "seed of the hash split (the paper's: 42)")
+      ->capture_default_str();
+  prepare->add_option("--shuffle-seed", args.options.shuffle_seed,
+                      "seed of the document shuffle (docs/data.md)")
+      ->capture_default_str();
+  prepare->add_flag("--no-shuffle{false}", args.options.shuffle,
+                    "keep the documents in input order (the paper's sampler then reads chunks "
+                    "of neighbouring documents)");
   prepare->add_option("--dtype", args.dtype,
                       "token width: uint16 (nanoGPT's layout; ids up to 65535) or uint32")
       ->capture_default_str()

@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "data/shuffle.h"
 #include "data/split.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -215,10 +216,20 @@ nlohmann::ordered_json meta_json(const PrepareOptions& options, const BpeTokeniz
       {"train", split(report.train, "train.bin")},
       {"val", split(report.val, "val.bin")},
       {"split",
-       {{"rule", "val when the first 8 bytes of md5(\"{seed}:{id}\"), big-endian, are < val_fraction * 2^64"},
+       {{"rule", "val when the first 8 bytes of md5(\"{seed}:{id}\"), read little-endian, are < floor(val_fraction * 2^64)"},
+        {"byte_order", "little"},
         {"id", "the record's id field, else <source path>:<document index>"},
         {"seed", options.seed},
-        {"val_fraction", options.val_fraction}}},
+        {"val_fraction", options.val_fraction},
+        {"threshold", SplitRule(options.seed, options.val_fraction).threshold}}},
+      {"shuffle",
+       report.shuffle_buckets == 0
+           ? json(nullptr)
+           : json{{"seed", options.shuffle_seed},
+                  {"buckets", report.shuffle_buckets},
+                  {"rule", "document i (input order, both splits) goes to bucket floor(splitmix64 "
+                           "output i of seed * buckets / 2^64); each bucket is permuted by "
+                           "Fisher-Yates (docs/data.md); buckets are written in order"}}},
       {"skipped", {{"empty_documents", report.empty_documents}, {"bad_records", report.bad_records}}},
       {"utf8_replacements", report.replacements},
       {"input_bytes", report.text_bytes},
@@ -251,6 +262,12 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
   }
 
   AtomicFile train_file(out_dir + "/train.bin"), val_file(out_dir + "/val.bin");
+  std::optional<DocumentShuffler> shuffler;
+  if (options.shuffle) {
+    shuffler.emplace(out_dir, options.shuffle_seed,
+                     shuffle_bucket_count(file_bytes_total, options.shuffle_bucket_bytes));
+    report.shuffle_buckets = shuffler->buckets();
+  }
   BatchQueue queue(2);
   std::vector<uint64_t> text_bytes_per_file(files.size(), 0);
   std::thread reader([&] { read_documents(options, files, queue, text_bytes_per_file); });
@@ -275,7 +292,7 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
     std::vector<uint32_t> order;  // largest documents first, so no thread ends alone on one
   };
   Slot slots[2];
-  std::string train_bytes, val_bytes;
+  std::string train_bytes, val_bytes, document_bytes;
   PrepareProgress progress;
   progress.file_bytes_total = file_bytes_total;
   bool last_popped = false, stop = false;
@@ -318,7 +335,13 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
       ++counts.documents;
       counts.tokens += e.tokens.size();
       ++report.sources[files[batch.file_of[i]].input].documents;
-      append_tokens(e.tokens, options.dtype, e.val ? val_bytes : train_bytes);
+      if (shuffler) {
+        document_bytes.clear();
+        append_tokens(e.tokens, options.dtype, document_bytes);
+        shuffler->add(e.val, document_bytes);
+      } else {
+        append_tokens(e.tokens, options.dtype, e.val ? val_bytes : train_bytes);
+      }
     }
     if (!train_bytes.empty()) train_file.write(train_bytes.data(), train_bytes.size());
     if (!val_bytes.empty()) val_file.write(val_bytes.data(), val_bytes.size());
@@ -385,6 +408,23 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
   if (report.train.documents + report.val.documents == 0)
     fail("no documents to write ({} empty document(s){})", report.empty_documents,
          report.bad_records ? fmt::format(" and {} bad record(s)", report.bad_records) : "");
+  if (shuffler) {
+    train_bytes.clear();
+    val_bytes.clear();
+    auto write_out = [&](AtomicFile& file, std::string& bytes, size_t at_least) {
+      if (bytes.size() < at_least) return;
+      file.write(bytes.data(), bytes.size());
+      bytes.clear();
+    };
+    constexpr size_t kWriteBytes = size_t{8} << 20;
+    shuffler->finish([&](uint8_t val, std::string_view document) {
+      std::string& bytes = val ? val_bytes : train_bytes;
+      bytes.append(document);
+      write_out(val ? val_file : train_file, bytes, kWriteBytes);
+    });
+    write_out(train_file, train_bytes, 1);
+    write_out(val_file, val_bytes, 1);
+  }
 
   // meta.json marks a complete folder: drop an old one first, write the new one last.
   const std::string meta_path = out_dir + "/meta.json";

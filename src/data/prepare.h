@@ -5,7 +5,9 @@
 // a few MB; each batch is parsed, split (split.h) and tokenized on `threads` threads while
 // one of them writes the batch before in document order, so the output bytes do not depend
 // on the thread count and memory stays bounded by a few batches (plus the largest
-// document). Every document is followed by EOS. Token files are headerless little-endian uint16 (or uint32 with
+// document). With `shuffle` (the default), documents pass through the bucketed shuffle of
+// shuffle.h on their way out, so the token files hold them in a seeded random order, as the
+// paper's preparation does. Every document is followed by EOS. Token files are headerless little-endian uint16 (or uint32 with
 // TokenDType::uint32). All three files are written under temporary names and renamed into
 // place only when everything succeeded, meta.json last; on any error nothing new is left
 // behind (a folder created by the run is removed again).
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "data/document_reader.h"
+#include "data/split.h"
 #include "data/token_file.h"
 #include "tokenizer/bpe.h"
 
@@ -38,8 +41,11 @@ struct PrepareOptions {
   InputFormat format = InputFormat::auto_detect;
   std::string field = "text";
   bool split_blank_lines = false;
-  double val_fraction = 0.0005;
-  uint64_t seed = 1337;
+  double val_fraction = kDefaultValFraction;
+  uint64_t seed = kDefaultSplitSeed;  // of the split
+  bool shuffle = true;
+  uint64_t shuffle_seed = 2357;  // the paper's preparation's shuffle seed
+  uint64_t shuffle_bucket_bytes = uint64_t{128} << 20;  // input bytes per shuffle bucket
   TokenDType dtype = TokenDType::uint16;
   int threads = 0;  // 0: all cores
   bool overwrite = false;
@@ -66,6 +72,7 @@ struct PrepareReport {
   uint64_t replacements = 0;     // ill-formed UTF-8 subsequences replaced by U+FFFD
   uint64_t text_bytes = 0, files = 0;
   std::vector<SourceCounts> sources;
+  uint32_t shuffle_buckets = 0;  // 0: not shuffled
   int threads = 1;
   double seconds = 0;
 };

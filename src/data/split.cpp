@@ -27,7 +27,7 @@ uint64_t split_hash(uint64_t seed, std::string_view id) {
   key.append(id);
   const Md5Digest digest = md5(key);
   uint64_t h = 0;
-  for (int i = 0; i < 8; ++i) h = (h << 8) | digest[i];
+  for (int i = 7; i >= 0; --i) h = (h << 8) | digest[i];
   return h;
 }
 
@@ -39,24 +39,17 @@ SplitRule::SplitRule(uint64_t seed_, double val_fraction) : seed(seed_) {
     return;
   }
   if (val_fraction == 0.0) return;  // threshold 0: no document is in val
-  // val_fraction = m · 2^e exactly, with m an integer below 2^53; h < m · 2^(e + 64) holds
-  // for an integer h exactly when h < ceil(m · 2^(e + 64)).
+  // val_fraction = m · 2^e exactly, with m an integer below 2^53, so val_fraction · 2^64 =
+  // m · 2^(e + 64) exactly (as Python computes it), and the threshold is its floor.
   int exponent = 0;
   const double mantissa = std::frexp(val_fraction, &exponent);  // in [0.5, 1)
   const uint64_t m = static_cast<uint64_t>(std::ldexp(mantissa, 53));
   const int shift = exponent - 53 + 64;  // val_fraction · 2^64 = m · 2^shift
   if (shift >= 0) {
     threshold = m << shift;  // < 2^64 because val_fraction < 1
-  } else if (-shift >= 64) {
-    threshold = 1;  // 0 < val_fraction · 2^64 <= 1: only h = 0
-  } else {
-    const int k = -shift;
-    threshold = (m >> k) + ((m & ((uint64_t{1} << k) - 1)) != 0 ? 1 : 0);
-  }
-}
-
-bool SplitRule::is_validation(std::string_view id) const {
-  return all || split_hash(seed, id) < threshold;
+  } else if (-shift < 64) {
+    threshold = m >> -shift;
+  }  // else val_fraction · 2^64 < 1: threshold 0, no document is in val
 }
 
 }  // namespace sps

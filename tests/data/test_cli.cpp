@@ -53,7 +53,7 @@ TEST(DataCli, PreparesAndPrintsOneSummaryLineWhenNotATerminal) {
   // Ids that hold no temporary path, so the split is fixed: a.txt in a folder is "a.txt:0".
   fs::create_directories(dir / "in");
   write_whole_file(dir / "in/a.txt", "hello");
-  write_whole_file(dir / "r.jsonl", "{\"id\":\"doc-3463\",\"text\":\"val doc\"}\n{\"id\":\"doc-1100\",\"text\":\"train doc\"}\n");
+  write_whole_file(dir / "r.jsonl", "{\"id\":\"doc-13687\",\"text\":\"val doc\"}\n{\"id\":\"doc-1100\",\"text\":\"train doc\"}\n");
   std::string out;
   ASSERT_EQ(run_prepare(quote(dir / "in") + " " + quote(dir / "r.jsonl") + " --out " + quote(dir / "out") +
                             " --tokenizer " + quote(byte_rank_file(dir)) + " --threads 2",
@@ -62,9 +62,13 @@ TEST(DataCli, PreparesAndPrintsOneSummaryLineWhenNotATerminal) {
       << out;
   EXPECT_EQ(out.find('\r'), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
-  EXPECT_NE(out.find("train 2 documents, 16 tokens; val 1 documents, 8 tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("train 2 documents, 16 tokens; val 1 documents, 8 tokens (" + byte_rank_file(dir) +
+                     ", uint16, shuffled)"),
+            std::string::npos)
+      << out;
   const auto meta = nlohmann::json::parse(testing::read_whole_file(dir / "out/meta.json"));
-  EXPECT_EQ(meta["val"]["documents"], 1);  // doc-3463 is below 0.0005 · 2^64 (test_split.cpp)
+  EXPECT_EQ(meta["val"]["documents"], 1);  // doc-13687 is below floor(0.0005 · 2^64) (test_split.cpp)
+  EXPECT_EQ(meta["shuffle"]["seed"], 2357);
   EXPECT_EQ(meta["vocab_size"], 257);
   EXPECT_EQ(testing::byte_tokenizer().decode(testing::read_tokens(dir / "out/val.bin")), "val doc<|endoftext|>");
 }
@@ -183,18 +187,24 @@ TEST(DataCli, FileSizeLimitLeavesNoPartialFiles) {
   if (!testing::has_command("bash")) GTEST_SKIP() << "no bash for ulimit";
   TempDir dir;
   const std::string input = full_disk_input(dir);
-  std::string out;
   // 64 KiB per file; sps ignores SIGXFSZ, so write() fails with EFBIG instead of killing it.
-  const int status = run_shell("bash -c " + quote("ulimit -f 64 && exec " + quote(kSps) +
-                                                  " data prepare " + input + " --out " + quote(dir / "out")) +
-                                   " 2>&1",
-                               &out);
-  EXPECT_EQ(status, 2) << out;
-  EXPECT_NE(out.find("train.bin: cannot write: File too large"), std::string::npos) << out;
-  EXPECT_FALSE(fs::exists(dir / "out"));
-  size_t entries = 0;
-  for (const auto& entry : fs::directory_iterator(dir.path())) entries += entry.path().filename() != "bytes.tiktoken" && entry.path().filename() != "big.txt";
-  EXPECT_EQ(entries, 0u);
+  // In input order train.bin meets the limit; shuffled, the shuffle's temporary file does.
+  for (const std::string& shuffle : {std::string(" --no-shuffle"), std::string()}) {
+    std::string out;
+    const int status = run_shell("bash -c " + quote("ulimit -f 64 && exec " + quote(kSps) + " data prepare " +
+                                                    input + shuffle + " --out " + quote(dir / "out")) +
+                                     " 2>&1",
+                                 &out);
+    EXPECT_EQ(status, 2) << out;
+    EXPECT_NE(out.find(shuffle.empty() ? (dir / "out") + ": cannot write the shuffle's temporary file: File too large"
+                                       : "train.bin: cannot write: File too large"),
+              std::string::npos)
+        << out;
+    EXPECT_FALSE(fs::exists(dir / "out"));
+    size_t entries = 0;
+    for (const auto& entry : fs::directory_iterator(dir.path())) entries += entry.path().filename() != "bytes.tiktoken" && entry.path().filename() != "big.txt";
+    EXPECT_EQ(entries, 0u);
+  }
 }
 
 }  // namespace

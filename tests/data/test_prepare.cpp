@@ -41,6 +41,7 @@ PrepareOptions options_for(std::vector<std::string> inputs, std::string out) {
   options.inputs = std::move(inputs);
   options.out_dir = std::move(out);
   options.threads = 2;
+  options.shuffle = false;  // most tests check documents in input order; Shuffle* tests shuffle
   return options;
 }
 
@@ -124,30 +125,33 @@ TEST(Prepare, CountsMatchGpt2) {
 }
 
 TEST(Prepare, SplitFollowsTheMd5RuleOnIds) {
-  // doc-1106, doc-2486 and doc-3463 are below 0.0005 · 2^64 with seed 1337 (test_split.cpp).
+  // With the paper's seed 42, of doc-7000 .. doc-13999 these four are below
+  // floor(0.0005 · 2^64) (test_split.cpp).
   TempDir dir;
   std::string jsonl;
   std::vector<std::string> val_ids;
-  const SplitRule rule(1337, 0.0005);
-  for (int i = 1100; i < 3500; ++i) {
+  const SplitRule rule(42, 0.0005);
+  for (int i = 7000; i < 14000; ++i) {
     const std::string id = "doc-" + std::to_string(i);
     if (rule.is_validation(id)) val_ids.push_back(id);
     jsonl += fmt::format("{{\"text\":\"{}\",\"id\":\"{}\"}}\n", id, id);
   }
-  ASSERT_EQ(val_ids, (std::vector<std::string>{"doc-1106", "doc-2486", "doc-3463"}));
+  ASSERT_EQ(val_ids, (std::vector<std::string>{"doc-7011", "doc-8641", "doc-10758", "doc-13687"}));
   write_whole_file(dir / "r.jsonl", jsonl);
-  prepare_data(options_for({dir / "r.jsonl"}, dir / "out"), testing::byte_tokenizer());
+  prepare_data(options_for({dir / "r.jsonl"}, dir / "out"), testing::byte_tokenizer());  // defaults
   const BpeTokenizer& bytes = testing::byte_tokenizer();
   EXPECT_EQ(bytes.decode(testing::read_tokens(dir / "out/val.bin")),
-            "doc-1106<|endoftext|>doc-2486<|endoftext|>doc-3463<|endoftext|>");
+            "doc-7011<|endoftext|>doc-8641<|endoftext|>doc-10758<|endoftext|>doc-13687<|endoftext|>");
   const auto meta = read_meta(dir / "out");
-  EXPECT_EQ(meta["val"]["documents"], 3);
-  EXPECT_EQ(meta["train"]["documents"], 2400 - 3);
-  EXPECT_EQ(meta["split"]["seed"], 1337);
+  EXPECT_EQ(meta["val"]["documents"], 4);
+  EXPECT_EQ(meta["train"]["documents"], 7000 - 4);
+  EXPECT_EQ(meta["split"]["seed"], 42);
   EXPECT_EQ(meta["split"]["val_fraction"], 0.0005);
+  EXPECT_EQ(meta["split"]["byte_order"], "little");
+  EXPECT_EQ(meta["split"]["threshold"], 9223372036854776ull);
 
   // Without an id field the id is "<path>:<index>": for a file given directly, the path as
-  // given. Which documents go to val follows md5("1337:<path>:<index>").
+  // given. Which documents go to val follows md5("99:<path>:<index>").
   std::string text;
   for (int i = 0; i < 3000; ++i) text += "{\"text\":\"t" + std::to_string(i) + "\"}\n";
   write_whole_file(dir / "noid.jsonl", text);
@@ -174,9 +178,16 @@ TEST(Prepare, SplitFollowsTheMd5RuleOnIds) {
   options.val_fraction = 0.05;
   prepare_data(options, bytes);
   EXPECT_EQ(testing::read_whole_file(dir / "out3/val.bin"), testing::read_whole_file(dir / "out4/val.bin"));
-  const SplitRule rule5(1337, 0.05);
-  EXPECT_EQ(bytes.decode(testing::read_tokens(dir / "out3/val.bin")).find("file 7<"),
-            rule5.is_validation("f7.txt:0") ? bytes.decode(testing::read_tokens(dir / "out3/val.bin")).find("file 7<") : std::string::npos);
+  // Files in byte order of their relative paths; val holds those whose "fN.txt:0" is in val.
+  std::vector<std::string> names;
+  for (int i = 0; i < 400; ++i) names.push_back("f" + std::to_string(i) + ".txt");
+  std::sort(names.begin(), names.end());
+  std::string expected_files;
+  const SplitRule rule5(42, 0.05);
+  for (const std::string& name : names)
+    if (rule5.is_validation(name + ":0"))
+      expected_files += "file " + name.substr(1, name.size() - 5) + "<|endoftext|>";
+  EXPECT_EQ(bytes.decode(testing::read_tokens(dir / "out3/val.bin")), expected_files);
   EXPECT_GT(read_meta(dir / "out3")["val"]["documents"].get<int>(), 5);
 }
 
