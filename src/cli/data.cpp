@@ -15,6 +15,7 @@
 #include "data/prepare.h"
 #include "tokenizer/bpe.h"
 #include "util/error.h"
+#include "util/stop_signals.h"
 
 namespace sps::cli {
 
@@ -59,11 +60,18 @@ void run_prepare(PrepareArgs args) {
                    static_cast<unsigned long long>(p.tokens), eta.c_str());
     };
   }
+  // SIGINT/SIGTERM stop at the next batch: the run's files are removed, then the process
+  // ends by the signal as before.
+  const StopSignals signals;
+  args.options.stop_requested = [&] { return signals.requested(); };
   PrepareReport report;
   try {
     report = prepare_data(args.options, [&]() -> const BpeTokenizer& {
       return tokenizer.emplace(BpeTokenizer::load(args.tokenizer));
     });
+  } catch (const Interrupted&) {
+    if (tty && last_print >= 0) std::fprintf(stderr, "\n");
+    signals.die_by_signal();
   } catch (...) {
     if (tty && last_print >= 0) std::fprintf(stderr, "\n");
     throw;
@@ -81,6 +89,11 @@ void run_prepare(PrepareArgs args) {
                report.text_bytes / 1e6, report.seconds,
                report.text_bytes / 1e6 / std::max(1e-9, report.seconds), report.threads,
                report.threads == 1 ? "" : "s");
+  if (report.val.documents == 0 && args.options.val_fraction > 0)
+    std::fprintf(stderr,
+                 "sps: warning: no document fell in val.bin (val fraction %g of %llu documents); "
+                 "training with validation needs some: raise --val-fraction\n",
+                 args.options.val_fraction, static_cast<unsigned long long>(report.train.documents));
   if (report.empty_documents)
     std::fprintf(stderr, "sps: skipped %llu empty document(s)\n",
                  static_cast<unsigned long long>(report.empty_documents));

@@ -168,7 +168,7 @@ ValResult run_val(Model<float>& model, const std::string& path, const std::strin
   ValResult v;
   v.path = path;
   v.seconds = seconds_since(t0);
-  v.nll = nll;
+  v.nll = finite_or_fail(nll, path + ": validation NLL");
   v.windows = int64_t(starts.size());
   v.tokens = v.windows * T;
   v.tokens_per_second = v.seconds > 0 ? double(v.tokens) / v.seconds : 0;
@@ -312,6 +312,7 @@ void run_eval(const EvalArgs& a) {
       ProgressBar bar("corpus " + name, "windows", !a.quiet);
       const auto t0 = Clock::now();
       const eval::CorpusScore s = eval::score_corpus(model, tok(), docs, a.batch, bar.fn());
+      finite_or_fail(s.loglik, path + ": corpus log-likelihood");
       const double secs = seconds_since(t0);
       corpus_nll.push_back(s.nats_per_word());
       results["corpus"][name] = {{"path", path},
@@ -407,7 +408,8 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--limit", a->limit, "first N items of each task and documents of each corpus (0 = all)");
   cmd->add_option("--corpus-bytes", a->corpus_bytes,
                   "score only each corpus's first N bytes of text (cut at white space; 0 = all)");
-  cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)");
+  cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--quiet", a->quiet, "no progress bars");
   cmd->callback([a] { run_eval(*a); });
 }

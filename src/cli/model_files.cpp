@@ -1,5 +1,6 @@
 #include "cli/model_files.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "train/checkpoint.h"
@@ -16,7 +17,9 @@ std::string checkpoint_folder(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) fail("--checkpoint {}: no such folder", dir);
   if (fs::exists(fs::path(dir) / "model.safetensors", ec)) return dir;
   if (fs::is_directory(fs::path(dir) / "checkpoints", ec)) {
-    const std::string newest = find_newest_checkpoint(dir);
+    std::vector<std::string> skipped;
+    const std::string newest = find_newest_checkpoint(dir, &skipped);
+    for (const std::string& note : skipped) std::fprintf(stderr, "sps: %s\n", note.c_str());
     if (newest.empty()) fail("--checkpoint {}: no complete checkpoint under its checkpoints/", dir);
     return newest;
   }

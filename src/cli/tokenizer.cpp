@@ -14,6 +14,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/trainer.h"
 #include "util/error.h"
+#include "util/writer_lock.h"
 
 namespace sps::cli {
 
@@ -88,6 +89,7 @@ struct TrainArgs {
 };
 
 void run_train(const TrainArgs& args) {
+  const WriterLock lock(file_lock_path(args.out), args.out);
   if (std::filesystem::exists(args.out) && !args.overwrite)
     fail("{}: already exists (pass --overwrite to replace it)", args.out);
   const std::vector<std::string> files = collect_text_files(args.inputs, args.include);

@@ -19,6 +19,8 @@
 #include "data/split.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/stop_signals.h"
+#include "util/writer_lock.h"
 
 namespace sps {
 
@@ -197,7 +199,8 @@ nlohmann::ordered_json meta_json(const PrepareOptions& options, const BpeTokeniz
                                  const PrepareReport& report) {
   using json = nlohmann::ordered_json;
   auto split = [&](const SplitCounts& counts, const char* file) {
-    return json{{"file", file}, {"documents", counts.documents}, {"tokens", counts.tokens}};
+    return json{{"file", file}, {"documents", counts.documents}, {"tokens", counts.tokens},
+                {"max_id", counts.max_id}};
   };
   json sources = json::array();
   for (const SourceCounts& s : report.sources)
@@ -299,6 +302,7 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
   std::exception_ptr failure;  // the first error, in document order; ends the run
 
   auto take_next = [&](Slot& slot) {
+    if (options.stop_requested && options.stop_requested()) throw Interrupted();
     slot.full = !last_popped;
     if (!slot.full) return;
     slot.batch = queue.pop();
@@ -334,6 +338,7 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
       SplitCounts& counts = e.val ? report.val : report.train;
       ++counts.documents;
       counts.tokens += e.tokens.size();
+      counts.max_id = std::max(counts.max_id, *std::max_element(e.tokens.begin(), e.tokens.end()));
       ++report.sources[files[batch.file_of[i]].input].documents;
       if (shuffler) {
         document_bytes.clear();
@@ -459,10 +464,14 @@ PrepareReport prepare_data(const PrepareOptions& options, const TokenizerSource&
   const std::vector<SourceFile> files = list_source_files(options.inputs, options.include);
   if (files.empty()) fail("no input files (check the paths and --include)");
   const OutputFolder folder = open_output_folder(options.out_dir, options.overwrite);
+  std::optional<WriterLock> lock;
   try {
+    lock.emplace(folder_lock_path(folder.path), folder.path);
+    remove_stale_temporaries(folder.path);
     return run(options, [&]() -> const BpeTokenizer& { return *loading.get(); }, files, folder.path);
   } catch (...) {
     // The temporary files are gone already (AtomicFile); a folder made by this run goes too.
+    lock.reset();
     if (folder.created) {
       std::error_code ec;
       fs::remove(folder.path, ec);

@@ -53,10 +53,14 @@ struct PrepareOptions {
   size_t batch_bytes = size_t{8} << 20;  // text per batch (a larger document is a batch alone)
   size_t batch_documents = 16384;
   std::function<void(const PrepareProgress&)> progress;  // after each batch
+  // Asked before each batch: true ends the run with Interrupted (util/stop_signals.h),
+  // leaving nothing new behind.
+  std::function<bool()> stop_requested;
 };
 
 struct SplitCounts {
   uint64_t documents = 0, tokens = 0;  // tokens include one EOS per document
+  uint32_t max_id = 0;                 // the largest id written (readers check against it)
 };
 
 struct SourceCounts {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -85,6 +86,39 @@ void TokenFile::read(int64_t begin, int64_t count, int32_t* out, int64_t vocab_s
   }
 }
 
+uint32_t TokenFile::max_id() const {
+  uint32_t best = 0;
+  if (dtype_ == TokenDType::uint16) {
+    const uint16_t* ids = static_cast<const uint16_t*>(data_);
+#pragma omp parallel for reduction(max : best) schedule(static)
+    for (int64_t i = 0; i < tokens_; ++i) best = std::max<uint32_t>(best, ids[i]);
+  } else {
+    const uint32_t* ids = static_cast<const uint32_t*>(data_);
+#pragma omp parallel for reduction(max : best) schedule(static)
+    for (int64_t i = 0; i < tokens_; ++i) best = std::max(best, ids[i]);
+  }
+  return best;
+}
+
+void TokenFile::check_ids(int64_t limit, const std::string& vocabulary, int64_t known_max) const {
+  const int64_t largest = known_max >= 0 ? known_max : int64_t(max_id());
+  if (largest < limit) return;
+  for (int64_t i = 0; i < tokens_; ++i)
+    if (at(i) >= limit)
+      fail("{}: token id {} at position {} is outside {} [0, {}) (data from another tokenizer, "
+           "or a damaged file?)",
+           path_, at(i), i, vocabulary, limit);
+  fail("{}: meta.json records a largest token id of {}, outside {} [0, {}), but the file holds "
+       "none (meta.json from another file?)",
+       path_, largest, vocabulary, limit);
+}
+
+int64_t DatasetMeta::known_max_id(const TokenFile& file) const {
+  const std::string name = std::filesystem::path(file.path()).filename().string();
+  const Split& split = name == "train.bin" ? train : name == "val.bin" ? val : Split{};
+  return split.tokens == file.size() ? split.max_id : -1;
+}
+
 DatasetMeta read_dataset_meta(const std::string& folder) {
   DatasetMeta meta;
   const std::string path = (std::filesystem::path(folder) / "meta.json").string();
@@ -113,6 +147,15 @@ DatasetMeta read_dataset_meta(const std::string& folder) {
   };
   read_int("vocab_size", &meta.vocab_size);
   read_int("eos_token_id", &meta.eos_token_id);
+  for (auto [key, split] : {std::pair{"train", &meta.train}, std::pair{"val", &meta.val}}) {
+    if (!j.contains(key) || !j[key].is_object()) continue;
+    const auto& o = j[key];
+    for (auto [field, out] : {std::pair{"tokens", &split->tokens}, std::pair{"max_id", &split->max_id}}) {
+      if (!o.contains(field)) continue;
+      if (!o[field].is_number_integer()) fail("{}: {}.{}: expected an integer", path, key, field);
+      *out = o[field].get<int64_t>();
+    }
+  }
   return meta;
 }
 

@@ -37,6 +37,14 @@ class TokenFile {
   // position and the id.
   void read(int64_t begin, int64_t count, int32_t* out, int64_t vocab_size) const;
 
+  // The largest id in the file: one parallel pass over it.
+  uint32_t max_id() const;
+
+  // Checks at open that every id lies in [0, limit) (`vocabulary` names that range in the
+  // error), so bad data stops a run before it starts rather than mid-run. `known_max` is the
+  // maximum recorded by `sps data prepare` (-1: scan the file).
+  void check_ids(int64_t limit, const std::string& vocabulary, int64_t known_max = -1) const;
+
  private:
   std::string path_;
   TokenDType dtype_;
@@ -54,6 +62,15 @@ struct DatasetMeta {
   std::string dtype;
   int64_t vocab_size = -1;
   int64_t eos_token_id = -1;
+  // Per split (`train`, `val`): token count and largest id, as `sps data prepare` records
+  // them (-1 when absent, as in files made before it did).
+  struct Split {
+    int64_t tokens = -1, max_id = -1;
+  } train, val;
+
+  // The recorded maximum id of `file` (train.bin or val.bin of this folder) when its token
+  // count matches the file's; -1 otherwise.
+  int64_t known_max_id(const TokenFile& file) const;
 };
 
 // Reads `folder/meta.json` when it exists.

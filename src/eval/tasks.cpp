@@ -248,6 +248,8 @@ TaskResult task_metrics(const TaskData& task, const std::vector<Score>& scores) 
     double best_ll = -INFINITY, best_ll_norm = -INFINITY;
     for (size_t c = 0; c < item.continuations.size(); ++c, ++k) {
       const Score& s = scores[k];
+      finite_or_fail(s.loglik, fmt::format("{}: item {} choice {} log-likelihood", task.name,
+                                           &item - task.items.data(), c));
       const double norm = s.loglik / double(std::max<int64_t>(1, characters(item.continuations[c])));
       if (s.loglik > best_ll) best_ll = s.loglik, best = int64_t(c);
       if (norm > best_ll_norm) best_ll_norm = norm, best_norm = int64_t(c);

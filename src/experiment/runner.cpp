@@ -18,6 +18,7 @@
 #include "train/train_config.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/writer_lock.h"
 
 namespace sps {
 
@@ -288,6 +289,8 @@ ExperimentSummary run_experiment(const ExperimentMatrix& matrix, const std::vect
     const fs::path record = run_dir(options, run) / "run.json";
     if (fs::exists(record)) check_unchanged(read_run_record(record.string()), run, record.string());
   }
+  fs::create_directories(options.out_dir);
+  const WriterLock lock(folder_lock_path(options.out_dir), options.out_dir);  // one runner
   fs::create_directories(fs::path(options.out_dir) / "runs");
   write_file_atomically((fs::path(options.out_dir) / "matrix.yaml").string(), matrix.text);
   for (const auto& run : runs) {

@@ -44,6 +44,12 @@ int32_t TokenSampler::argmax(const float* logits) const {
 }
 
 int32_t TokenSampler::sample(const float* logits, Rng& rng) {
+  // NaN compares false with everything: without this, broken weights emit arbitrary ids.
+  for (int64_t id = 0; id < V_; ++id)
+    if (!std::isfinite(logits[id]))
+      fail("the model produced a non-finite logit ({}) for id {}: non-finite weights or "
+           "activations",
+           logits[id], id);
   if (greedy()) return argmax(logits);
   // The most likely first; ties by id, so the order (and top-k = 1 = greedy) is exact.
   const auto more_likely = [logits](int32_t a, int32_t b) {

@@ -83,8 +83,10 @@ void ModelConfig::validate(const std::string& source) const {
     fail("{}: model.norm_eps: must be > 0, got {}", source, norm_eps);
   if (!(init_std >= 0) || !std::isfinite(init_std))
     fail("{}: model.init_std: must be >= 0, got {}", source, init_std);
-  if (parameter_count_wide(*this) > std::numeric_limits<int64_t>::max())
-    fail("{}: model: the parameter count of these shapes overflows 64 bits", source);
+  // Training holds 16 bytes per parameter (weights, gradients, two AdamW moments).
+  if (parameter_count_wide(*this) > std::numeric_limits<int64_t>::max() / 16)
+    fail("{}: model: {} parameters; these shapes are too large for any machine", source,
+         static_cast<double>(parameter_count_wide(*this)));
 }
 
 ModelConfig model_config_from_yaml(const YAML::Node& model, const std::string& source) {

@@ -11,19 +11,19 @@ namespace sps {
 // every slot, the LM head on the readout slots, and 12·D FLOPs per attention score pair
 // computed (Q·Kᵀ and P·V forward, their gradients backward) over all layers and heads.
 inline double training_step_flops(const ModelConfig& c, int64_t B, int64_t T,
-                                  int64_t attention_pairs) {
+                                  double attention_pairs) {
   const double d = double(c.hidden_size), F = double(c.intermediate_size);
-  const double slots = double(B * T * family_by_name(c.family).streams());
+  const double slots = double(B) * double(T) * double(family_by_name(c.family).streams());
   const double layer_matmul = 4 * d * d + 3 * d * F;  // c_attn, c_proj, gate, up, down
   const double forward = 2 * slots * double(c.n_layer) * layer_matmul +
-                         2 * double(B * T) * d * double(c.vocab_size) +
-                         4 * double(c.head_dim()) * double(attention_pairs);
+                         2 * double(B) * double(T) * d * double(c.vocab_size) +
+                         4 * double(c.head_dim()) * attention_pairs;
   return 3 * forward;
 }
 
 // Score pairs of dense causal attention over the same slots, all layers and heads.
 inline double dense_causal_pairs(const ModelConfig& c, int64_t B, int64_t T) {
-  const double S = double(T * family_by_name(c.family).streams());
+  const double S = double(T) * double(family_by_name(c.family).streams());
   return double(B) * double(c.n_layer) * double(c.n_head) * S * (S + 1) / 2;
 }
 

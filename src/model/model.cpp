@@ -5,13 +5,28 @@
 
 #include "ops/ops.h"
 #include "util/error.h"
+#include "util/process_stats.h"
 
 namespace sps {
 
+namespace {
+
+// The config, once it is valid and its weights and gradients fit in memory (checked before
+// the parameter table or any buffer is built).
+template <typename T>
+const ModelConfig& fitting(const ModelConfig& c) {
+  c.validate("model config");
+  require_memory(__int128(c.parameter_count()) * 2 * sizeof(T),
+                 fmt::format("model config: the weights and gradients of {} parameters",
+                             c.parameter_count()));
+  return c;
+}
+
+}  // namespace
+
 template <typename T>
 Model<T>::Model(const ModelConfig& config)
-    : config_(config), family_(family_by_name(config.family)), table_(config) {
-  config_.validate("model config");
+    : config_(fitting<T>(config)), family_(family_by_name(config.family)), table_(config) {
   weights_.assign(table_.total(), T(0));
   grads_.assign(table_.total(), T(0));
 }
@@ -25,52 +40,82 @@ namespace {
 
 struct BlockOffsets { int64_t h_in, n1, rstd1, qkv, att, lse, h_mid, n2, rstd2, gate_up, act; };
 
-// Element offsets of every activation buffer in the one allocation for (B, T).
+// Element offsets of every activation buffer in the one allocation for (B, T). Blocks are
+// laid out alike, so the plan holds block 0 and the strides to the others (O(1) in n_layer,
+// so even an absurd config is planned, and refused, without allocating).
 struct ActivationPlan {
-  std::vector<BlockOffsets> blocks;
+  BlockOffsets first{};        // block 0
+  int64_t block_stride = 0;    // between blocks' buffers (recompute: 0, all share block 0's)
+  int64_t h_in_stride = 0;     // between blocks' inputs
   int64_t h_out, nf, rstdf, logits, lse_head, nll, dh, dn, dqkv, datt, dgate_up, dact, dnf;
   int64_t total = 0;
+
+  BlockOffsets block(int64_t l) const {
+    BlockOffsets o = first;
+    int64_t* fields[] = {&o.n1, &o.rstd1, &o.qkv, &o.att, &o.lse, &o.h_mid, &o.n2, &o.rstd2, &o.gate_up, &o.act};
+    for (int64_t* f : fields) *f += l * block_stride;
+    o.h_in += l * h_in_stride;
+    return o;
+  }
 };
 
+[[noreturn]] void activations_too_large(const ModelConfig& c, int64_t B, int64_t T_) {
+  fail("model config: the activations for a batch of {} × {} tokens (L={}, d={}, F={}, V={}) "
+       "do not fit 64-bit sizes",
+       B, T_, c.n_layer, c.hidden_size, c.intermediate_size, c.vocab_size);
+}
+
+// a · b, refused when it does not fit 64 bits.
+int64_t checked_product(int64_t a, int64_t b, const ModelConfig& c, int64_t B, int64_t T_) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) activations_too_large(c, B, T_);
+  return out;
+}
+
 ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_, bool recompute) {
-  const int64_t rows = B * family_by_name(c.family).streams() * T_, readout_rows = B * T_;
+  auto product = [&](int64_t a, int64_t b) { return checked_product(a, b, c, B, T_); };
+  const int64_t rows = product(product(B, family_by_name(c.family).streams()), T_);
+  const int64_t readout_rows = product(B, T_);
   const int64_t d = c.hidden_size, F = c.intermediate_size, H = c.n_head, V = c.vocab_size;
   ActivationPlan p;
   auto take = [&](int64_t n) {
     const int64_t offset = p.total;
-    p.total += (n + 15) / 16 * 16;  // 64-byte aligned slices for float
+    // 64-byte aligned slices for float
+    if (n > INT64_MAX - 15 || __builtin_add_overflow(p.total, (n + 15) / 16 * 16, &p.total))
+      activations_too_large(c, B, T_);
     return offset;
   };
   auto take_block = [&](int64_t h_in) {
-    return BlockOffsets{h_in, take(rows * d), take(rows), take(rows * 3 * d), take(rows * d),
-                        take(rows * H), take(rows * d), take(rows * d), take(rows),
-                        take(rows * 2 * F), take(rows * F)};
+    return BlockOffsets{h_in, take(product(rows, d)), take(rows), take(product(rows, 3 * d)),
+                        take(product(rows, d)), take(product(rows, H)), take(product(rows, d)),
+                        take(product(rows, d)), take(rows), take(product(rows, 2 * F)),
+                        take(product(rows, F))};
   };
-  p.blocks.resize(c.n_layer);
+  const int64_t layers_after_first = c.n_layer - 1;
   if (recompute) {  // every block keeps its input; the rest is one block's worth, shared
-    for (auto& o : p.blocks) o.h_in = take(rows * d);
-    const BlockOffsets shared = take_block(0);
-    for (auto& o : p.blocks) {
-      const int64_t h_in = o.h_in;
-      o = shared;
-      o.h_in = h_in;
-    }
+    const int64_t h_in = take(product(rows, d));
+    p.h_in_stride = p.total - h_in;
+    take(product(p.h_in_stride, layers_after_first));
+    p.first = take_block(h_in);
   } else {
-    for (auto& o : p.blocks) o = take_block(take(rows * d));
+    const int64_t start = p.total;
+    p.first = take_block(take(product(rows, d)));
+    p.block_stride = p.h_in_stride = p.total - start;
+    take(product(p.block_stride, layers_after_first));
   }
-  p.h_out = take(rows * d);
-  p.nf = take(readout_rows * d);
+  p.h_out = take(product(rows, d));
+  p.nf = take(product(readout_rows, d));
   p.rstdf = take(readout_rows);
-  p.logits = take(kLmHeadChunk * V);
+  p.logits = take(product(kLmHeadChunk, V));
   p.lse_head = take(readout_rows);
   p.nll = take(readout_rows);
-  p.dh = take(rows * d);
-  p.dn = take(rows * d);
-  p.dqkv = take(rows * 3 * d);
-  p.datt = take(rows * d);
-  p.dgate_up = take(rows * 2 * F);
-  p.dact = take(rows * F);
-  p.dnf = take(readout_rows * d);
+  p.dh = take(product(rows, d));
+  p.dn = take(product(rows, d));
+  p.dqkv = take(product(rows, 3 * d));
+  p.datt = take(product(rows, d));
+  p.dgate_up = take(product(rows, 2 * F));
+  p.dact = take(product(rows, F));
+  p.dnf = take(product(readout_rows, d));
   return p;
 }
 
@@ -78,7 +123,8 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_, boo
 
 int64_t planned_activation_bytes(const ModelConfig& c, int64_t batch, int64_t tokens,
                                  bool recompute) {
-  return plan_activations(c, batch, tokens, recompute).total * int64_t(sizeof(float));
+  return checked_product(plan_activations(c, batch, tokens, recompute).total, int64_t(sizeof(float)),
+                         c, batch, tokens);
 }
 
 template <typename T>
@@ -87,11 +133,13 @@ void Model<T>::reserve(int64_t B, int64_t T_) {
   B = std::max(B, planned_batch_);
   T_ = std::max(T_, planned_tokens_);
   const ActivationPlan plan = plan_activations(config_, B, T_, recompute_);
+  require_memory(__int128(plan.total) * sizeof(T),
+                 fmt::format("model config: the activations for a batch of {} × {} tokens", B, T_));
   acts_.reset(size_t(plan.total));
   T* base = acts_.data();
   layer_acts_.resize(config_.n_layer);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
-    const BlockOffsets& o = plan.blocks[l];
+    const BlockOffsets o = plan.block(l);
     layer_acts_[l] = {base + o.h_in, base + o.n1,  base + o.rstd1,   base + o.qkv,
                       base + o.att,  base + o.lse, base + o.h_mid,   base + o.n2,
                       base + o.rstd2, base + o.gate_up, base + o.act};

@@ -1,5 +1,6 @@
 #include "model/weights_io.h"
 
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -57,7 +58,12 @@ void load_weights(const std::string& path, const ParamTable& table, T* weights) 
       fail("{}: tensor '{}' has dtype {}, expected F32, F64 or BF16", path, e.name,
            dtype_name(info->dtype));
     const std::vector<double> values = file.read_as_double(e.name);
-    for (int64_t k = 0; k < e.numel; ++k) weights[e.offset + k] = T(values[k]);
+    for (int64_t k = 0; k < e.numel; ++k) {
+      // A NaN or Inf weight would only show as NaN scores or garbage text much later.
+      if (!std::isfinite(values[k]))
+        fail("{}: tensor '{}' holds a non-finite value ({}) at index {}", path, e.name, values[k], k);
+      weights[e.offset + k] = T(values[k]);
+    }
   }
 }
 

@@ -74,6 +74,7 @@ std::string trainer_state_json(const TrainerState& s) {
   j["step"] = s.step;
   j["tokens"] = s.tokens;
   j["sampler"] = {{"windows_per_rank", s.windows_per_rank}, {"world_size", s.world_size}};
+  j["threads"] = s.threads;
   j["schedule"] = {{"next_eval_tokens", s.next_eval_tokens},
                    {"next_save_tokens", s.next_save_tokens},
                    {"next_rolling_tokens", s.next_rolling_tokens},
@@ -101,6 +102,7 @@ TrainerState trainer_state_from_json(const std::string& text, const std::string&
     s.next_rolling_tokens = schedule.at("next_rolling_tokens").get<int64_t>();
     s.pre_decay_saved = schedule.at("pre_decay_saved").get<bool>();
     s.metrics_bytes = j.at("metrics_bytes").get<int64_t>();
+    s.threads = j.value("threads", 0);  // absent in states written before it was recorded
     s.reason = j.at("reason").get<std::string>();
     s.seed = j.at("rng").at("seed").get<int64_t>();
     s.chunk_shuffle_seed = j.at("rng").at("chunk_shuffle_seed").get<int64_t>();
@@ -119,7 +121,8 @@ std::string checkpoints_dir(const std::string& run_dir) {
 
 void write_checkpoint(const std::string& run_dir, const std::string& name,
                       const ParamTable& table, const float* weights, const AdamW& optimizer,
-                      const std::string& config_yaml, const TrainerState& state) {
+                      const TrainConfig& config, const TrainerState& state) {
+  const std::string config_yaml = train_config_yaml(config);
   const std::string parent = checkpoints_dir(run_dir);
   const std::string final_dir = (fs::path(parent) / name).string();
   const std::string tmp = final_dir + ".tmp";
@@ -129,16 +132,23 @@ void write_checkpoint(const std::string& run_dir, const std::string& name,
   fs::remove_all(tmp, ec);
   fs::create_directory(tmp, ec);
   if (ec) fail("{}: cannot create: {}", tmp, ec.message());
-  save_weights(tmp + "/model.safetensors", table, weights, config_yaml);
-  optimizer.save(tmp + "/optimizer.safetensors");
-  write_file_atomically(tmp + "/config.yaml", config_yaml);
-  write_file_atomically(tmp + "/trainer_state.json", trainer_state_json(state));
-  fsync_path(tmp);
-  replace_folder(tmp, final_dir);
+  try {
+    // The weights carry the model's recipe without the run's own settings (out_dir,
+    // threads), so the same model trained in two folders is the same file.
+    save_weights(tmp + "/model.safetensors", table, weights, train_config_yaml(config, false));
+    optimizer.save(tmp + "/optimizer.safetensors");
+    write_file_atomically(tmp + "/config.yaml", config_yaml);
+    write_file_atomically(tmp + "/trainer_state.json", trainer_state_json(state));
+    fsync_path(tmp);
+    replace_folder(tmp, final_dir);
+  } catch (...) {
+    fs::remove_all(tmp, ec);  // a full disk must not leave a partial checkpoint behind
+    throw;
+  }
   fsync_path(parent);
 }
 
-std::string find_newest_checkpoint(const std::string& run_dir) {
+std::string find_newest_checkpoint(const std::string& run_dir, std::vector<std::string>* skipped) {
   const std::string parent = checkpoints_dir(run_dir);
   std::error_code ec;
   if (!fs::is_directory(parent, ec)) return "";
@@ -151,20 +161,31 @@ std::string find_newest_checkpoint(const std::string& run_dir) {
   for (const auto& folder : folders) {
     try {
       const std::string state_path = (folder / "trainer_state.json").string();
-      if (!fs::exists(state_path)) continue;
+      if (!fs::exists(state_path)) fail("{}: missing", state_path);
       const TrainerState state = trainer_state_from_json(read_text(state_path), state_path);
       SafetensorsFile model((folder / "model.safetensors").string());
       SafetensorsFile optimizer((folder / "optimizer.safetensors").string());
-      if (!fs::exists(folder / "config.yaml")) continue;
+      if (!fs::exists(folder / "config.yaml")) fail("{}: missing", (folder / "config.yaml").string());
       if (state.step > best_step) {
         best_step = state.step;
         best = folder.string();
       }
-    } catch (const UserError&) {
-      continue;  // incomplete or damaged: not a candidate
+    } catch (const UserError& e) {
+      // Incomplete or damaged: not a candidate, and the user hears why.
+      if (skipped) skipped->push_back(fmt::format("skipped {}: {}", folder.string(), e.what()));
     }
   }
   return best;
+}
+
+void remove_unfinished_checkpoints(const std::string& run_dir) {
+  const std::string parent = checkpoints_dir(run_dir);
+  std::error_code ec;
+  std::vector<fs::path> unfinished;
+  for (const auto& entry : fs::directory_iterator(parent, ec))
+    if (entry.path().extension() == ".tmp") unfinished.push_back(entry.path());
+  for (const fs::path& path : unfinished) fs::remove_all(path, ec);
+  remove_stale_temporaries(run_dir);
 }
 
 std::string trajectory_difference(const TrainConfig& there, const TrainConfig& here) {

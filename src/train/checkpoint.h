@@ -25,6 +25,8 @@ struct TrainerState {
   int64_t tokens = 0;             // step · tokens_per_step
   int64_t windows_per_rank = 0;   // sampler position: windows each rank has consumed
   int world_size = 1;             // processes of the run (the data split depends on it)
+  int threads = 0;                // OpenMP threads per process (0: not recorded); reduction
+                                  // orders, and so the last bits of a step, depend on it
   int64_t next_eval_tokens = 0;   // the schedule's counters, so a resume continues it
   int64_t next_save_tokens = 0;
   int64_t next_rolling_tokens = 0;
@@ -46,11 +48,17 @@ std::string checkpoints_dir(const std::string& run_dir);
 // Writes one checkpoint folder atomically. `weights` in ParamTable order.
 void write_checkpoint(const std::string& run_dir, const std::string& name,
                       const ParamTable& table, const float* weights, const AdamW& optimizer,
-                      const std::string& config_yaml, const TrainerState& state);
+                      const TrainConfig& config, const TrainerState& state);
 
 // The checkpoint with the most steps among the complete, readable ones (folders whose
-// trainer state parses and whose safetensors files open); empty when there is none.
-std::string find_newest_checkpoint(const std::string& run_dir);
+// trainer state parses and whose safetensors files open); empty when there is none. Each
+// folder passed over is named in `skipped`, with the reason, when given.
+std::string find_newest_checkpoint(const std::string& run_dir,
+                                   std::vector<std::string>* skipped = nullptr);
+
+// Removes what an interrupted writer left in a run folder: checkpoint folders still named
+// `*.tmp` and temporary files of ended processes. Only for the folder's lock holder.
+void remove_unfinished_checkpoints(const std::string& run_dir);
 
 // Reads a checkpoint into `weights` and `optimizer`, after checking that it was written for
 // a config compatible with `config` (same model, batch, data order and seed) and with

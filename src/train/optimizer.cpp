@@ -86,6 +86,10 @@ void AdamW::load(const std::string& path) {
         fail("{}: tensor '{}' is not F32 of the parameter's shape", path, name);
       float* out = (second ? v_.data() : m_.data()) + e.offset;
       std::memcpy(out, file.data(*info), sizeof(float) * size_t(e.numel));
+      for (int64_t k = 0; k < e.numel; ++k)
+        if (!std::isfinite(out[k]) || (second && out[k] < 0))
+          fail("{}: tensor '{}' holds {} at index {}, not a{} finite moment", path, name, out[k], k,
+               second ? " non-negative" : "");
     }
   }
   const auto it = file.header().metadata.find("step");

@@ -29,21 +29,18 @@ int64_t file_size(const std::string& path) {
 
 double visible_attention_pairs(const ModelConfig& c, int64_t T) {
   const Family family = family_by_name(c.family);
+  const double n = double(T);
   double pairs = 0;
   if (!family.interleaved) {
-    pairs = double(T) * double(T + 1) / 2;
+    pairs = n * (n + 1) / 2;
   } else {
-    const int64_t w = c.window_size;
-    const int persistent = int(family.persistent_slot);
-    for (int64_t i = 0; i < T; ++i) {
-      for (int a = 0; a < 2; ++a) {      // query stream
-        for (int b = 0; b < 2; ++b) {    // key stream
-          const bool own_pair_visible = b <= a;  // input before predict
-          const int64_t reach = b == persistent ? i : std::min(i, w);  // past tokens seen
-          pairs += double(reach + (own_pair_visible ? 1 : 0));
-        }
-      }
-    }
+    // Query i of either stream sees i past tokens of the persistent stream and min(i, w) of
+    // the windowed one, plus its own pair's slots: the input slot sees its own, the predict
+    // slot both (3 own-pair keys over the 4 stream combinations).
+    const double w = double(c.window_size);
+    const double all_past = n * (n - 1) / 2;                                   // Σ i
+    const double windowed_past = n <= w ? all_past : w * (w - 1) / 2 + (n - w) * w;  // Σ min(i, w)
+    pairs = 2 * all_past + 2 * windowed_past + 3 * n;
   }
   return pairs * double(c.n_layer) * double(c.n_head);
 }
@@ -58,7 +55,7 @@ TrainPlan make_train_plan(const TrainConfig& config, int ranks) {
   p.parameters = c.parameter_count();
   const int64_t B = config.training.micro_batch_size, T = c.block_size;
   const double pairs = visible_attention_pairs(c, T) * double(B);
-  p.flops_per_step = training_step_flops(c, B, T, int64_t(pairs)) * double(p.accumulation) *
+  p.flops_per_step = training_step_flops(c, B, T, pairs) * double(p.accumulation) *
                      double(ranks);
   p.weight_bytes = p.parameters * int64_t(sizeof(float));
   p.grad_bytes = p.weight_bytes;

@@ -315,7 +315,7 @@ TrainConfig train_config_from_yaml(const YAML::Node& root, const std::string& so
   return parse(root, source, true);
 }
 
-std::string train_config_yaml(const TrainConfig& c) {
+std::string train_config_yaml(const TrainConfig& c, bool with_system) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   const ModelConfig& m = c.model;
@@ -380,11 +380,13 @@ std::string train_config_yaml(const TrainConfig& c) {
   out << YAML::Key << "dtype" << YAML::Value << c.data.dtype;
   out << YAML::EndMap;
 
-  out << YAML::Key << "system" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "threads" << YAML::Value << c.system.threads;
-  out << YAML::Key << "recompute_activations" << YAML::Value << c.system.recompute_activations;
-  out << YAML::Key << "out_dir" << YAML::Value << c.system.out_dir;
-  out << YAML::EndMap;
+  if (with_system) {
+    out << YAML::Key << "system" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "threads" << YAML::Value << c.system.threads;
+    out << YAML::Key << "recompute_activations" << YAML::Value << c.system.recompute_activations;
+    out << YAML::Key << "out_dir" << YAML::Value << c.system.out_dir;
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -86,7 +86,9 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
 TrainConfig train_config_from_yaml(const YAML::Node& root, const std::string& source);
 
 // The resolved config as YAML: every key explicit, numbers exact (reads back identically).
-std::string train_config_yaml(const TrainConfig& config);
+// Without `with_system` it leaves out the run's own settings (out_dir, threads), as the
+// weights file stores it.
+std::string train_config_yaml(const TrainConfig& config, bool with_system = true);
 
 // `${NAME}` from the environment (SPS_HOME defaults to ~/.cache/sps), a leading `~/`.
 std::string expand_path(const std::string& text, const std::string& field);

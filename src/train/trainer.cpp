@@ -6,11 +6,11 @@
 
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "data/sampler.h"
 #include "data/token_file.h"
@@ -18,6 +18,8 @@
 #include "train/plan.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/stop_signals.h"
+#include "util/writer_lock.h"
 #include "util/process_stats.h"
 #include "util/rng.h"
 
@@ -28,38 +30,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-
-// ---- signals: finish the step, checkpoint, exit 0 (a second signal ends at once) ----
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-extern "C" void on_stop_signal(int signal) {
-  if (g_stop_signal != 0) {
-    std::signal(signal, SIG_DFL);
-    std::raise(signal);
-    return;
-  }
-  g_stop_signal = signal;
-}
-
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = on_stop_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  bool requested() const { return g_stop_signal != 0; }
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
-};
 
 // ---- output ----------------------------------------------------------------------------
 std::string duration_text(double seconds) {
@@ -253,6 +223,11 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
     fail("{}: vocab_size {} exceeds model.vocab_size {} of {}", meta.path, meta.vocab_size,
          mc.vocab_size, config.source);
   const TokenFile train_file(config.data.train_bin, dtype);
+  // Ids beyond the tokenizer's (PREDICT and PAD included) must not occur in data.
+  const int64_t id_limit = meta.vocab_size > 0 ? meta.vocab_size : V;
+  const std::string vocabulary = meta.vocab_size > 0 ? "the tokenizer's ids (" + meta.path + ")"
+                                                     : "the model's vocabulary";
+  train_file.check_ids(id_limit, vocabulary, meta.known_max_id(train_file));
   SamplerConfig sampler_config;
   sampler_config.type = sampler_type_from_name(tc.sampler_type, config.source + ": training.sampler_type");
   sampler_config.block_size = T;
@@ -267,6 +242,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   const bool evaluating = tc.eval_total_tokens > 0;
   if (evaluating && leader) {
     val_file = std::make_unique<TokenFile>(config.data.val_bin, dtype);
+    val_file->check_ids(id_limit, vocabulary, meta.known_max_id(*val_file));
     if (val_file->size() < T + 1)
       fail("{}: {} tokens, fewer than one window of block_size + 1 = {}", config.data.val_bin,
            val_file->size(), T + 1);
@@ -275,6 +251,11 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   }
 
   // ---- model, optimizer, state ----
+  const TrainPlan plan = make_train_plan(config, ranks);
+  require_memory(__int128(plan.memory_bytes()),
+                 fmt::format("{}: the run's weights, gradients, AdamW moments and activations "
+                             "(per process; system.recompute_activations=true needs fewer)",
+                             config.source));
   Model<float> model(mc);
   model.set_recompute(config.system.recompute_activations);
   const ParamTable& table = model.params();
@@ -282,6 +263,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   AdamW optimizer(table, config.optimizer);
   TrainerState state;
   state.world_size = ranks;
+  state.threads = omp_get_max_threads();
   state.next_eval_tokens = evaluating ? 0 : kNever;
   state.next_save_tokens = tc.save_every > 0 ? tc.save_every : kNever;
   state.next_rolling_tokens = tc.rolling_save_every > 0 ? tc.rolling_save_every : kNever;
@@ -290,9 +272,17 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   state.eval_seed = tc.eval_seed;
 
   std::string resumed_from;
+  std::optional<WriterLock> lock;  // one trainer per run folder, for the whole run
   if (leader) {
     std::error_code ec;
-    const std::string newest = find_newest_checkpoint(run_dir);
+    fs::create_directories(run_dir, ec);
+    if (ec) fail("{}: cannot create the run folder: {}", run_dir, ec.message());
+    lock.emplace(folder_lock_path(run_dir), run_dir);
+    remove_unfinished_checkpoints(run_dir);
+    std::vector<std::string> skipped;
+    const std::string newest = find_newest_checkpoint(run_dir, &skipped);
+    if (options.resume)
+      for (const std::string& note : skipped) std::fprintf(stderr, "sps: %s\n", note.c_str());
     const std::string metrics_path = (fs::path(run_dir) / "metrics.jsonl").string();
     if (!options.resume && (!newest.empty() || (fs::exists(metrics_path, ec) &&
                                                 fs::file_size(metrics_path, ec) > 0)))
@@ -330,14 +320,10 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
 
   MetricsFile metrics;
   if (leader) {
-    std::error_code ec;
-    fs::create_directories(run_dir, ec);
-    if (ec) fail("{}: cannot create the run folder: {}", run_dir, ec.message());
     write_file_atomically((fs::path(run_dir) / "config.yaml").string(), config_yaml);
     metrics.open((fs::path(run_dir) / "metrics.jsonl").string(), resumed ? state.metrics_bytes : 0);
   }
 
-  const TrainPlan plan = make_train_plan(config, ranks);
   console.line(fmt::format(
       "sps train {} → {}: {}{} ({:.2f}M parameters), {} steps × {} tokens, micro-batch {} × "
       "{} accumulation × {} process{}, {} thread{}",
@@ -356,9 +342,20 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
     done.finished = true;
     return done;
   }
-  if (resumed)
+  if (resumed) {
     console.line(fmt::format("resumed from {} at step {} ({} tokens)", resumed_from, state.step,
                              state.tokens));
+    // A step's sums are split over the threads, so another thread count changes the last
+    // bits of every step from here on: the run goes on correctly, but not bit-identically.
+    if (leader && state.threads > 0 && state.threads != omp_get_max_threads())
+      std::fprintf(stderr,
+                   "sps: warning: %s was written with %d thread%s per process, this run has %d; "
+                   "the continuation is not bit-identical to an uninterrupted run (set "
+                   "system.threads=%d for that)\n",
+                   resumed_from.c_str(), state.threads, state.threads == 1 ? "" : "s",
+                   omp_get_max_threads(), state.threads);
+    state.threads = omp_get_max_threads();
+  }
   else if (options.resume)
     console.line(fmt::format("no checkpoint in {}; starting from scratch", run_dir));
 
@@ -368,7 +365,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   const BatchSource batches = [&](int64_t micro, int32_t* xs, int32_t* ys) {
     for (int64_t b = 0; b < B; ++b) {
       const int64_t index = state.windows_per_rank + micro * B + b;
-      train_file.read(sampler.position(index), T + 1, row.data(), V);
+      train_file.read(sampler.position(index), T + 1, row.data(), id_limit);
       std::copy(row.begin(), row.begin() + T, xs + b * T);
       std::copy(row.begin() + 1, row.begin() + T + 1, ys + b * T);
     }
@@ -388,12 +385,13 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
            state.step, name);
     state.reason = reason;
     state.metrics_bytes = metrics.bytes();
-    write_checkpoint(run_dir, name, table, model.weights(), optimizer, config_yaml, state);
+    write_checkpoint(run_dir, name, table, model.weights(), optimizer, config, state);
   };
   auto evaluate = [&]() {
     const double t0 = now_seconds();
     if (leader) {
-      last_val = pooled_nll(model, *val_file, val_windows, B, x, y, row);
+      last_val = finite_or_fail(pooled_nll(model, *val_file, val_windows, B, x, y, row),
+                                fmt::format("step {}: validation NLL", state.step));
       const double seconds = now_seconds() - t0;
       nlohmann::ordered_json record;
       record["step"] = state.step;

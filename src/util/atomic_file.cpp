@@ -1,6 +1,7 @@
 #include "util/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,14 +26,22 @@ std::string parent_folder(const std::string& path) {
 }  // namespace
 
 AtomicFile::AtomicFile(const std::string& path)
-    : path_(path), tmp_path_(path + ".tmp." + std::to_string(::getpid())) {
+    : path_(path), tmp_path_(temporary_path(path, ::getpid())) {
+  // Unnamed until commit where the file system allows (O_TMPFILE): no exit, a kill
+  // included, can leave a partial file behind. Elsewhere a named temporary file, which
+  // remove_stale_temporaries() sweeps after a crash.
+  fd_ = ::open(parent_folder(path_).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+  if (fd_ >= 0) {
+    anonymous_ = true;
+    return;
+  }
   fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd_ < 0) fail("{}: cannot create file: {}", path_, errno_text(errno));
 }
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_path_.c_str());
+  if (!committed_ && !anonymous_) ::unlink(tmp_path_.c_str());
 }
 
 void AtomicFile::write(const void* data, size_t size) {
@@ -64,6 +73,16 @@ void AtomicFile::commit() {
   SPS_ASSERT(fd_ >= 0 && !committed_);
   // Delayed write errors (ENOSPC, EIO, EDQUOT) surface at fsync or close.
   if (::fsync(fd_) != 0) fail("{}: cannot write: {}", path_, errno_text(errno));
+  if (anonymous_) {
+    // Give the file its temporary name, then rename it over the target as below. A link
+    // cannot replace an existing file, hence the two steps.
+    ::unlink(tmp_path_.c_str());
+    const std::string proc_path = "/proc/self/fd/" + std::to_string(fd_);
+    if (::linkat(AT_FDCWD, proc_path.c_str(), AT_FDCWD, tmp_path_.c_str(), AT_SYMLINK_FOLLOW) != 0 &&
+        ::linkat(fd_, "", AT_FDCWD, tmp_path_.c_str(), AT_EMPTY_PATH) != 0)
+      fail("{}: cannot name the written file: {}", path_, errno_text(errno));
+    anonymous_ = false;  // named now: the destructor removes it if what follows fails
+  }
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("{}: cannot write: {}", path_, errno_text(errno));
@@ -77,6 +96,28 @@ void AtomicFile::commit() {
     ::fsync(dir_fd);
     ::close(dir_fd);
   }
+}
+
+std::string temporary_path(const std::string& path, long pid) {
+  return path + ".tmp." + std::to_string(pid);
+}
+
+int remove_stale_temporaries(const std::string& folder) {
+  namespace fs = std::filesystem;
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t mark = name.rfind(".tmp.");
+    if (mark == std::string::npos || mark + 5 == name.size()) continue;
+    const std::string pid_text = name.substr(mark + 5);
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
+    const long pid = std::stol(pid_text);
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive
+    std::error_code remove_error;
+    if (fs::remove(entry.path(), remove_error)) ++removed;
+  }
+  return removed;
 }
 
 void write_file_atomically(const std::string& path, const std::string& content) {

@@ -3,7 +3,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+
+#include "util/error.h"
 
 namespace sps {
 
@@ -20,6 +24,57 @@ int64_t current_rss_bytes() {
     std::fclose(f);
   }
   return int64_t(resident) * sysconf(_SC_PAGESIZE);
+}
+
+namespace {
+
+// The number after `key` in /proc/meminfo, in bytes; -1 if absent.
+int64_t meminfo_bytes(const char* key) {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return -1;
+  char line[256];
+  int64_t value = -1;
+  const size_t key_length = std::strlen(key);
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, key, key_length) == 0) {
+      long long kib = 0;
+      if (std::sscanf(line + key_length, " %lld", &kib) == 1) value = int64_t(kib) * 1024;
+      break;
+    }
+  std::fclose(f);
+  return value;
+}
+
+// A cgroup v2 file holding one number ("max" reads as none); -1 if absent.
+int64_t cgroup_number(const char* path) {
+  FILE* f = std::fopen(path, "r");
+  if (!f) return -1;
+  long long value = -1;
+  if (std::fscanf(f, "%lld", &value) != 1) value = -1;
+  std::fclose(f);
+  return int64_t(value);
+}
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(int64_t{1} << 30)); }
+
+}  // namespace
+
+int64_t available_memory_bytes() {
+  int64_t available = meminfo_bytes("MemAvailable:");
+  const int64_t limit = cgroup_number("/sys/fs/cgroup/memory.max");
+  const int64_t used = cgroup_number("/sys/fs/cgroup/memory.current");
+  if (limit >= 0 && used >= 0) {
+    const int64_t left = std::max<int64_t>(0, limit - used);
+    available = available < 0 ? left : std::min(available, left);
+  }
+  return available;
+}
+
+void require_memory(__int128 bytes, const std::string& what) {
+  if (bytes > INT64_MAX) fail("{}: needs more than 2^63 bytes", what);
+  const int64_t available = available_memory_bytes();
+  if (available >= 0 && bytes > available)
+    fail("{}: needs {} but {} of memory is available", what, gib(double(bytes)), gib(double(available)));
 }
 
 }  // namespace sps

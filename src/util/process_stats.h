@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace sps {
@@ -21,5 +22,13 @@ inline double median(std::vector<double> values) {
 
 int64_t peak_rss_bytes();     // high-water mark of resident memory
 int64_t current_rss_bytes();  // resident memory now
+
+// Memory this process can still take: the system's MemAvailable, lowered to what a cgroup
+// limit leaves; -1 when neither can be read.
+int64_t available_memory_bytes();
+
+// Refuses (UserError, one line: needed vs available) to allocate `bytes` for `what` when
+// more than the available memory; a size past 64 bits is refused too.
+void require_memory(__int128 bytes, const std::string& what);
 
 }  // namespace sps

@@ -401,16 +401,32 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, size_t size,
            source, name, t.begin, t.end, data_bytes);
   }
 
+  // The tensors tile the data section exactly, as the format's reference implementation
+  // requires: in offset order each starts where the one before ended, the first at 0, the
+  // last ends at the end of the file. A header length off by a byte, a gap or a trailing
+  // byte shifts or hides data, so each is an error.
   std::vector<const TensorInfo*> by_offset;
-  for (const TensorInfo& t : header.tensors)
-    if (t.end > t.begin) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    if (by_offset[i]->begin < by_offset[i - 1]->end)
+  for (const TensorInfo& t : header.tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const TensorInfo* previous = nullptr;
+  for (const TensorInfo* t : by_offset) {
+    if (t->begin < covered)
       fail("{}: invalid safetensors header: tensors '{}' and '{}' overlap", source,
-           printable(by_offset[i - 1]->name), printable(by_offset[i]->name));
+           printable(previous->name), printable(t->name));
+    if (t->begin > covered)
+      fail("{}: invalid safetensors header: {} unused bytes of the data section before tensor "
+           "'{}' (data_offsets [{}, {}])",
+           source, t->begin - covered, printable(t->name), t->begin, t->end);
+    covered = t->end;
+    previous = t;
   }
+  if (covered != data_bytes)
+    fail("{}: invalid safetensors header: the tensors cover {} of the {} bytes after the header "
+         "({} trailing bytes; header length or data damaged?)",
+         source, covered, data_bytes, data_bytes - covered);
   return header;
 }
 

@@ -4,9 +4,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "data_fixtures.h"
 
@@ -205,6 +207,39 @@ TEST(DataCli, FileSizeLimitLeavesNoPartialFiles) {
     for (const auto& entry : fs::directory_iterator(dir.path())) entries += entry.path().filename() != "bytes.tiktoken" && entry.path().filename() != "big.txt";
     EXPECT_EQ(entries, 0u);
   }
+}
+
+// SIGINT or SIGTERM mid-run, and even SIGKILL: no temporary file is left in the folder, and
+// the next run into it succeeds.
+TEST(DataCli, InterruptedPrepareLeavesNoTemporaryFiles) {
+  TempDir dir;
+  std::string big;
+  for (int i = 0; big.size() < (size_t{40} << 20); ++i) big += "{\"text\":\"document " + std::to_string(i) + " " + std::string(200, 'x') + "\"}\n";
+  write_whole_file(dir / "big.jsonl", big);
+  for (const char* signal : {"INT", "TERM", "KILL"}) {
+    std::string out;
+    // Started, given time to write some of its output, then interrupted.
+    run_shell("(" + quote(kSps) + " data prepare " + quote(dir / "big.jsonl") + " --overwrite --threads 1 --out " +
+                  quote(dir / "out") + " --tokenizer " + quote(byte_rank_file(dir)) +
+                  " >/dev/null 2>&1 & pid=$!; sleep 0.3; kill -" + signal + " $pid; wait $pid; echo rc=$?)",
+              &out);
+    EXPECT_NE(out.find("rc="), std::string::npos) << signal << ": " << out;
+    std::vector<std::string> left;
+    if (fs::exists(dir / "out"))
+      for (const auto& entry : fs::directory_iterator(dir / "out")) left.push_back(entry.path().filename());
+    for (const std::string& name : left)
+      EXPECT_TRUE(name == ".sps.lock" && std::string(signal) == "KILL") << signal << " left " << name;
+  }
+  std::string out;
+  ASSERT_EQ(run_prepare(quote(dir / "big.jsonl") + " --overwrite --out " + quote(dir / "out") +
+                            " --tokenizer " + quote(byte_rank_file(dir)),
+                        &out),
+            0)
+      << out;
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir / "out")) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"meta.json", "train.bin", "val.bin"}));
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <random>
 #include <string>
@@ -14,6 +16,7 @@
 #include "data/split.h"
 #include "data_fixtures.h"
 #include "util/error.h"
+#include "util/writer_lock.h"
 
 namespace sps {
 namespace {
@@ -384,6 +387,26 @@ TEST(Prepare, MissingAndEmptyInputs) {
     EXPECT_EQ(error_of([&] { prepare_data(options_for({dir / "locked.txt"}, dir / "out"), testing::byte_tokenizer()); }),
               (dir / "locked.txt") + ": cannot open (Permission denied)");
   }
+}
+
+TEST(Prepare, OneWriterPerFolderAndTheLargestIdRecorded) {
+  TempDir dir;
+  write_whole_file(dir / "a.txt", "zzz a");
+  fs::create_directories(dir / "out");
+  PrepareOptions options = options_for({dir / "a.txt"}, dir / "out");
+  options.overwrite = true;
+  options.val_fraction = 0;
+  {
+    const WriterLock other(folder_lock_path(dir / "out"), dir / "out");
+    EXPECT_EQ(error_of([&] { prepare_data(options, testing::byte_tokenizer()); }),
+              (dir / "out") + ": in use by another sps process (PID " + std::to_string(::getpid()) +
+                  "); wait for it to end or choose another output");
+    EXPECT_FALSE(fs::exists(dir / "out/train.bin"));
+  }
+  prepare_data(options, testing::byte_tokenizer());
+  const auto meta = read_meta(dir / "out");
+  EXPECT_EQ(meta["train"]["max_id"], testing::byte_tokenizer().eos_id());  // EOS above 'z'
+  EXPECT_FALSE(fs::exists(dir / "out/.sps.lock"));
 }
 
 }  // namespace

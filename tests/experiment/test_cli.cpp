@@ -13,6 +13,7 @@
 
 #include "run_command.h"
 #include "util/temp_dir.h"
+#include "util/writer_lock.h"
 
 namespace sps::testing {
 namespace {
@@ -203,6 +204,17 @@ TEST(ExperimentCli, DryRunListsRunsWithoutRunning) {
   EXPECT_NE(log.find("tiny_sps_w8_seed2"), std::string::npos) << log;
   EXPECT_NE(log.find(" train --config configs/experiments/tiny_standard.yaml"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(ExperimentCli, OneRunnerPerExperimentFolder) {
+  SmokeHome home;
+  const fs::path out = home.dir.path() / "experiment";
+  fs::create_directories(out);
+  const WriterLock other(folder_lock_path(out.string()), out.string());
+  std::string log;
+  EXPECT_EQ(run(home.experiment("run experiments/smoke.yaml --out " + out.string()), &log), 2) << log;
+  EXPECT_EQ(log, "sps: " + out.string() + ": in use by another sps process (PID " + std::to_string(::getpid()) +
+                     "); wait for it to end or choose another output\n");
 }
 
 TEST(ExperimentCli, BadMatrixIsOneLineAndStatus2) {

@@ -187,7 +187,10 @@ TEST(ModelConfig, ValidationErrorsNameTheField) {
       {[](ModelConfig& c) { c.norm_eps = -1; }, "model.norm_eps"},
       {[](ModelConfig& c) { c.init_std = -0.1; }, "model.init_std"},
       {[](ModelConfig& c) { c.hidden_size = int64_t{1} << 40; c.n_head = 1; c.vocab_size = 1 << 30; },
-       "overflows"},
+       "too large for any machine"},
+      // 16 bytes per parameter (weights, gradients, two moments) must fit 64 bits.
+      {[](ModelConfig& c) { c.hidden_size = int64_t{1} << 29; c.n_head = 1; c.vocab_size = 1 << 30; },
+       "too large for any machine"},
   };
   for (const Case& k : cases) {
     ModelConfig c = good;

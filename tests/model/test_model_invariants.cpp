@@ -128,6 +128,29 @@ TEST(ModelInit, SameSeedIsBitIdenticalAndFollowsSpec) {
   for (int64_t k = 0; k < gain->numel; ++k) EXPECT_EQ(a.weights()[gain->offset + k], 1.0f);
 }
 
+// A NaN or Inf weight is refused at load, naming the tensor and the index.
+TEST(WeightsIo, RejectsNonFiniteWeights) {
+  const ModelConfig c = micro_config("sps", 2);
+  const std::string path = ::testing::TempDir() + "/nonfinite.safetensors";
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    Model<float> model(c);
+    model.init_weights(1);
+    const ParamEntry* e = model.params().find("transformer.h.1.attn.c_proj.weight");
+    model.weights()[e->offset + 5] = bad;
+    save_weights(path, model.params(), model.weights());
+    Model<float> loaded(c);
+    try {
+      load_weights(path, loaded.params(), loaded.weights());
+      ADD_FAILURE() << "loaded " << bad;
+    } catch (const UserError& error) {
+      EXPECT_EQ(std::string(error.what()),
+                fmt::format("{}: tensor 'transformer.h.1.attn.c_proj.weight' holds a non-finite value "
+                            "({}) at index 5",
+                            path, double(bad)));
+    }
+  }
+}
+
 // Damaged or mismatched weight files: one clear UserError, never a crash.
 TEST(WeightsIo, RejectsMismatchedFiles) {
   const ModelConfig c = micro_config("sps", 2);

@@ -1,9 +1,13 @@
 // `sps tokenizer encode|decode` from the shell.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 
 #include "tokenizer_fixtures.h"
+#include "util/writer_lock.h"
 
 namespace sps {
 namespace {
@@ -53,6 +57,23 @@ TEST(TokenizerCli, ErrorsExitWithStatusTwo) {
   EXPECT_NE(out.find("'x2' is not a token id"), std::string::npos) << out;
   EXPECT_EQ(run_shell("echo '50300' | '" + kSps + "' tokenizer decode 2>&1", &out), 2);
   EXPECT_NE(out.find("'50300'"), std::string::npos) << out;
+}
+
+TEST(TokenizerCli, OneTrainerPerOutputFile) {
+  TempDir dir;
+  testing::write_whole_file(dir / "text.txt", "the cat sat on the mat and the cat sat again\n");
+  const std::string out_file = dir / "my.tok";
+  const std::string command = "'" + kSps + "' tokenizer train '" + (dir / "text.txt") + "' --vocab-size 270 --out '" +
+                              out_file + "' 2>&1";
+  std::string out;
+  {
+    const WriterLock other(file_lock_path(out_file), out_file);
+    EXPECT_EQ(run_shell(command, &out), 2) << out;
+    EXPECT_EQ(out, "sps: " + out_file + ": in use by another sps process (PID " + std::to_string(::getpid()) +
+                       "); wait for it to end or choose another output\n");
+  }
+  EXPECT_EQ(run_shell(command, &out), 0) << out;
+  EXPECT_FALSE(std::filesystem::exists(out_file + ".lock"));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "train/checkpoint.h"
 #include "train/train_config.h"
 #include "train_fixtures.h"
+#include "util/writer_lock.h"
 
 extern char** environ;
 
@@ -190,6 +191,94 @@ TEST(TrainCli, DryRunPrintsThePlan) {
   for (const char* text : {"parameters    130665216", "tokens/step   393216", "steps         50863",
                            "FLOPs/step", "memory", "AdamW", "activations"})
     EXPECT_NE(out.find(text), std::string::npos) << text << "\n" << out;
+}
+
+TEST(TrainCli, OneTrainerPerRunFolder) {
+  MicroRecipe r(6);
+  const std::string run = r.dir.file("run");
+  fs::create_directories(run);
+  std::string err;
+  {
+    // Held by this process, as another trainer would hold it.
+    const WriterLock other(folder_lock_path(run), run);
+    EXPECT_EQ(stderr_of(r.train("run"), &err), 2) << err;
+    EXPECT_EQ(err, "sps: " + run + ": in use by another sps process (PID " + std::to_string(::getpid()) +
+                       "); wait for it to end or choose another output\n");
+    EXPECT_FALSE(fs::exists(run + "/metrics.jsonl"));
+  }
+  // A lock file left by a killed trainer holds no lock.
+  testing::write_whole_file(run + "/.sps.lock", "999999999\n");
+  EXPECT_EQ(stderr_of(r.train("run"), &err), 0) << err;
+  EXPECT_FALSE(fs::exists(run + "/.sps.lock"));
+}
+
+TEST(TrainCli, ResumeWithAnotherThreadCountSaysItIsNotBitIdentical) {
+  MicroRecipe r(8);
+  std::string err;
+  ASSERT_EQ(stderr_of(r.train("run", "--stop-after 2"), &err), 0) << err;
+  ASSERT_EQ(stderr_of(r.train("run", "--resume --stop-after 2"), &err), 0) << err;
+  EXPECT_EQ(err.find("bit-identical"), std::string::npos) << err;  // same threads: silent
+  ASSERT_EQ(stderr_of(r.train("run", "--resume system.threads=2"), &err), 0) << err;
+  EXPECT_NE(err.find("with 1 thread per process, this run has 2; the continuation is not "
+                     "bit-identical to an uninterrupted run (set system.threads=1 for that)"),
+            std::string::npos)
+      << err;
+}
+
+TEST(TrainCli, DamagedNewestCheckpointIsNamedOnResume) {
+  MicroRecipe r(20);
+  const std::string run = r.dir.file("run");
+  std::string err;
+  ASSERT_EQ(stderr_of(r.train("run", "--stop-after 9"), &err), 0) << err;  // tokens_… at 8, latest at 9
+  const std::string latest = run + "/checkpoints/latest";
+  fs::resize_file(latest + "/model.safetensors", fs::file_size(latest + "/model.safetensors") - 1);
+  ASSERT_EQ(stderr_of(r.train("run", "--resume --stop-after 1"), &err), 0) << err;
+  EXPECT_NE(err.find("sps: skipped " + latest + ": " + latest + "/model.safetensors:"), std::string::npos) << err;
+  const TrainerState state = trainer_state_from_json(
+      testing::read_whole_file(latest + "/trainer_state.json"), latest);
+  EXPECT_EQ(state.step, 9);  // resumed from step 8, the named checkpoint
+}
+
+TEST(TrainCli, SameModelInTwoFoldersIsTheSameWeightsFile) {
+  MicroRecipe r(4);
+  std::string err;
+  ASSERT_EQ(stderr_of(r.train("one"), &err), 0) << err;
+  ASSERT_EQ(stderr_of(r.train("two"), &err), 0) << err;
+  const std::string one = testing::read_whole_file(r.dir.file("one") + "/checkpoints/final/model.safetensors");
+  EXPECT_EQ(one, testing::read_whole_file(r.dir.file("two") + "/checkpoints/final/model.safetensors"));
+  EXPECT_EQ(one.find(r.dir.file("one")), std::string::npos);  // no run path inside
+}
+
+TEST(TrainCli, DataIdsBeyondTheTokenizerAreRefusedBeforeTheRunStarts) {
+  MicroRecipe r(4);
+  // PREDICT (61) in train.bin, where meta.json says the tokenizer has ids below 61.
+  const std::string data = r.dir.file("data");
+  fs::create_directories(data);
+  testing::write_micro_data(data);
+  std::string bytes = testing::read_whole_file(data + "/train.bin");
+  bytes[2 * 1000] = 61, bytes[2 * 1000 + 1] = 0;
+  testing::write_whole_file(data + "/train.bin", bytes);
+  testing::write_whole_file(data + "/meta.json", R"({"dtype": "uint16", "eos_token_id": 60, "vocab_size": 61})");
+  std::string err;
+  EXPECT_EQ(stderr_of(r.train("run", "data.dataset=" + data), &err), 2) << err;
+  EXPECT_NE(err.find("train.bin: token id 61 at position 1000 is outside the tokenizer's ids"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(r.dir.file("run")));
+}
+
+TEST(TrainCli, AbsurdSizesAreRefusedWithoutAllocating) {
+  MicroRecipe r(4);
+  std::string out;
+  // A dry run plans a billion layers without building them; FLOPs stay positive.
+  ASSERT_EQ(testing::run_command(r.train("run", "--dry-run model.n_layer=1000000000") + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("parameters"), std::string::npos) << out;
+  ASSERT_EQ(testing::run_command(r.train("run", "--dry-run model.block_size=1000000000") + " 2>&1", &out), 0) << out;
+  EXPECT_EQ(out.find("FLOPs/step    -"), std::string::npos) << out;
+  // A real run that cannot fit says what it needs.
+  std::string err;
+  EXPECT_EQ(stderr_of(r.train("run", "model.hidden_size=1048576 model.intermediate_size=1048576"), &err), 2) << err;
+  EXPECT_NE(err.find("needs "), std::string::npos) << err;
+  EXPECT_NE(err.find(" of memory is available"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
 
 // Two MPI processes with the global batch split between them train the same model as one

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "util/error.h"
@@ -23,12 +26,41 @@ TEST(AtomicFile, ContentAppearsOnlyOnCommit) {
     file.write("new ", 4);
     file.write("content", 7);
     EXPECT_EQ(read_whole_file(path), "old");  // readers still see the old file
-    EXPECT_EQ(dir.entries(), 2u);             // the target and the temporary file
+    EXPECT_EQ(dir.entries(), 1u);             // the temporary file has no name (O_TMPFILE)
     file.commit();
     EXPECT_EQ(read_whole_file(path), "new content");
   }
   EXPECT_EQ(read_whole_file(path), "new content");
   EXPECT_EQ(dir.entries(), 1u);
+}
+
+// A killed writer leaves nothing: the file it wrote has no name until commit.
+TEST(AtomicFile, KilledWriterLeavesNothingBehind) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    AtomicFile* file = new AtomicFile(dir.file("out.bin"));
+    file->write("partial", 7);
+    ::_exit(0);  // no destructor runs, as after SIGKILL
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(dir.entries(), 0u);
+}
+
+TEST(AtomicFile, StaleTemporariesOfEndedProcessesAreSwept) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // `child` is now a PID of no process
+  write_whole_file(temporary_path(dir.file("train.bin"), child), "left by a crash");
+  write_whole_file(temporary_path(dir.file("val.bin"), ::getpid()), "being written");
+  write_whole_file(dir.file("notes.tmp.txt"), "not a temporary");
+  write_whole_file(dir.file("train.bin"), "kept");
+  EXPECT_EQ(remove_stale_temporaries(dir.path().string()), 1);
+  EXPECT_FALSE(std::filesystem::exists(temporary_path(dir.file("train.bin"), child)));
+  EXPECT_TRUE(std::filesystem::exists(temporary_path(dir.file("val.bin"), ::getpid())));
+  EXPECT_EQ(dir.entries(), 3u);
 }
 
 TEST(AtomicFile, UncommittedLeavesNothingBehind) {

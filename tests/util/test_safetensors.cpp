@@ -255,8 +255,7 @@ TEST(Safetensors, RejectsBadShapes) {
       "too large");
   // A zero dimension makes the tensor empty whatever the others say.
   SafetensorsHeader h =
-      parse(image(R"({"a":{"dtype":"U8","shape":[4294967296,0,4294967296],"data_offsets":[3,3]}})",
-                  data));
+      parse(image(R"({"a":{"dtype":"U8","shape":[4294967296,0,4294967296],"data_offsets":[0,0]}})"));
   EXPECT_EQ(h.tensors.at(0).numel(), 0);
 }
 
@@ -302,11 +301,34 @@ TEST(Safetensors, RejectsOverlappingTensors) {
                         R"("a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
                         std::string(16, '\0')),
                   "overlap");
-  // Empty tensors overlap nothing; touching tensors are fine.
+  // An empty tensor inside another one overlaps it; touching tensors are fine.
+  EXPECT_REJECTED(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                        R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
+                        std::string(8, '\0')),
+                  "overlap");
   EXPECT_NO_THROW(parse(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                              R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                              R"("e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)"
                               R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
                               std::string(16, '\0'))));
+}
+
+// The tensors must tile the data section exactly: the data starts right after the header,
+// no gaps, no trailing bytes.
+TEST(Safetensors, RejectsGapsAndTrailingBytes) {
+  const std::string header = "{" + kTensorA + "}";
+  const std::string padded = header + std::string((8 - header.size() % 8) % 8 + 8, ' ');
+  EXPECT_NO_THROW(parse(image(padded, std::string(8, '\0'))));
+  // A header length one byte short reads the last header byte as data: 9 bytes, one trailing.
+  EXPECT_REJECTED(image(padded, std::string(8, '\0'), padded.size() - 1), "1 trailing bytes");
+  EXPECT_REJECTED(image(header, std::string(9, '\0')), "the tensors cover 8 of the 9 bytes");
+  EXPECT_REJECTED(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                        std::string(12, '\0')),
+                  "4 unused bytes of the data section before tensor 'a'");
+  EXPECT_REJECTED(image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                        R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                        std::string(12, '\0')),
+                  "4 unused bytes of the data section before tensor 'b'");
+  EXPECT_REJECTED(image("{}", std::string(1, '\0')), "1 trailing bytes");
 }
 
 TEST(Safetensors, RejectsDuplicateNames) {
