@@ -51,6 +51,8 @@ struct Variant {
   int64_t window;
 };
 
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.file; }
+
 class ImportFixture : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(ImportFixture, WeightsAndLogitsMatchTheSource) {
