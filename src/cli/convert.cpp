@@ -1,5 +1,5 @@
 // sps convert INPUT --to sps|gguf|hf --out PATH [--family F] [--window W] [--with-optimizer]
-//                   [--precision f32|f16|bf16] [--tokenizer gpt2|FOLDER]
+//                   [--precision f32|f16|bf16] [--tokenizer gpt2|FOLDER|RANKS]
 // The input format is detected: a zip archive is a torch.save checkpoint of the paper's
 // reference trainer; a folder is an sps checkpoint (or a run folder, its newest checkpoint).
 #include <cstdio>
@@ -82,22 +82,18 @@ void run_convert(const ConvertArgs& a) {
     m.config = ckpt.config;
     m.weights = std::move(ckpt.weights);
   }
-  const std::string tokenizer_folder = a.tokenizer == "gpt2" ? sps_home() + "/gpt2" : a.tokenizer;
-  if (!fs::is_directory(tokenizer_folder, ec))
-    fail("--tokenizer {}: expected gpt2 or a folder with GPT-2-style encoder.json and vocab.bpe",
-         a.tokenizer);
+  if (a.to == "gguf" && m.config.family != "standard")
+    fail("--to gguf: {} holds a {} model; its predict slots need sps's runtime, so only the "
+         "standard family exports to GGUF",
+         a.input, m.config.family);
+  const ExportVocabulary vocabulary = export_vocabulary(BpeTokenizer::load(a.tokenizer), m.config);
   if (a.to == "hf") {
-    write_hf_folder(a.out, m.config, m.weights.data(), tokenizer_folder);
+    write_hf_folder(a.out, m.config, m.weights.data(), vocabulary);
     std::printf("%s: %s model -> %s (%s)\n", a.input.c_str(), m.config.family.c_str(), a.out.c_str(),
                 m.config.family == "standard" ? "LlamaForCausalLM" : "SPEC names, sps section in config.json");
     return;
   }
-  if (m.config.family != "standard")
-    fail("--to gguf: {} holds a {} model; its predict slots need sps's runtime, so only the "
-         "standard family exports to GGUF",
-         a.input, m.config.family);
-  const GgufTokenizer tokenizer = gguf_tokenizer_from_gpt2(tokenizer_folder, m.config);
-  write_gguf(a.out, m.config, m.weights.data(), tokenizer, precision,
+  write_gguf(a.out, m.config, m.weights.data(), vocabulary, precision,
              fs::path(a.input).filename().string());
   std::printf("%s: standard model, %lld layers, d %lld, vocab %lld -> %s (GGUF, llama, %s)\n",
               a.input.c_str(), (long long)m.config.n_layer, (long long)m.config.hidden_size,
@@ -123,7 +119,7 @@ void register_convert(CLI::App& app) {
                 "--to sps: also import AdamW's moments and step (optimizer.safetensors)");
   cmd->add_option("--precision", a.precision, "--to gguf: f32 (default), f16 or bf16");
   cmd->add_option("--tokenizer", a.tokenizer,
-                  "--to gguf|hf: gpt2 (default, $SPS_HOME/gpt2) or a folder with encoder.json and vocab.bpe");
+                  "--to gguf|hf: gpt2 (default), a folder with encoder.json and vocab.bpe, or a rank file (sps tokenizer train)");
   cmd->callback([] { run_convert(a); });
 }
 

@@ -2,8 +2,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "model/params.h"
 #include "util/atomic_file.h"
@@ -85,45 +83,8 @@ GgufFloat gguf_float_by_name(const std::string& name) {
   fail("--precision {}: expected f32, f16 or bf16", name);
 }
 
-GgufTokenizer gguf_tokenizer_from_gpt2(const std::string& folder, const ModelConfig& config) {
-  const std::string encoder_path = folder + "/encoder.json", merges_path = folder + "/vocab.bpe";
-  std::ifstream encoder_in(encoder_path);
-  if (!encoder_in) fail("{}: cannot open (GPT-2's tokenizer files; run scripts/get-gpt2-files.sh or give --tokenizer)", encoder_path);
-  nlohmann::json encoder;
-  try {
-    encoder = nlohmann::json::parse(encoder_in);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not JSON: {}", encoder_path, e.what());
-  }
-  GgufTokenizer t;
-  t.tokens.assign(size_t(config.vocab_size), "");
-  t.types.assign(size_t(config.vocab_size), 5);  // unused until filled
-  for (const auto& [token, id_json] : encoder.items()) {
-    if (!id_json.is_number_integer()) fail("{}: the id of '{}' is not an integer", encoder_path, token);
-    const int64_t id = id_json.get<int64_t>();
-    if (id < 0 || id >= config.vocab_size)
-      fail("{}: id {} is outside the model's vocabulary of {}", encoder_path, id, config.vocab_size);
-    t.tokens[size_t(id)] = token;
-    t.types[size_t(id)] = token == "<|endoftext|>" ? 3 : 1;
-  }
-  if (t.tokens[size_t(config.eos_token_id)] != "<|endoftext|>")
-    fail("{}: the model's EOS id {} is not <|endoftext|> in these tokenizer files", encoder_path,
-         config.eos_token_id);
-  for (size_t id = 0; id < t.tokens.size(); ++id)
-    if (t.types[id] == 5) t.tokens[id] = fmt::format("[PAD{}]", id);
-  std::ifstream merges_in(merges_path);
-  if (!merges_in) fail("{}: cannot open", merges_path);
-  std::string line;
-  while (std::getline(merges_in, line)) {
-    if (line.empty() || line.rfind("#version", 0) == 0) continue;
-    t.merges.push_back(line);
-  }
-  t.eos_id = uint32_t(config.eos_token_id);
-  return t;
-}
-
 void write_gguf(const std::string& path, const ModelConfig& c, const float* w,
-                const GgufTokenizer& tokenizer, GgufFloat precision, const std::string& name) {
+                const ExportVocabulary& tokenizer, GgufFloat precision, const std::string& name) {
   if (c.family != "standard")
     fail("--to gguf: a {} model interleaves predict slots, which no runtime outside sps runs; "
          "only the standard family exports to GGUF",

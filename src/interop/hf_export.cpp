@@ -1,9 +1,7 @@
 #include "interop/hf_export.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "interop/checkpoint_folder.h"
 #include "model/params.h"
@@ -14,14 +12,6 @@
 namespace sps {
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open (GPT-2's tokenizer files; run scripts/get-gpt2-files.sh or give --tokenizer)", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 nlohmann::ordered_json llama_config(const ModelConfig& c) {
   nlohmann::ordered_json j;
@@ -88,9 +78,12 @@ std::vector<int64_t> rotate_half_rows(int64_t head_dim) {
 }
 
 void write_hf_folder(const std::string& out_dir, const ModelConfig& c, const float* w,
-                     const std::string& tokenizer_folder) {
-  const std::string vocab = read_text(tokenizer_folder + "/encoder.json");
-  const std::string merges = read_text(tokenizer_folder + "/vocab.bpe");
+                     const ExportVocabulary& vocabulary) {
+  nlohmann::ordered_json vocab_json;  // the tokens only, not the padding past them
+  for (size_t id = 0; id <= vocabulary.eos_id; ++id) vocab_json[vocabulary.tokens[id]] = id;
+  const std::string vocab = vocab_json.dump() + "\n";
+  std::string merges = "#version: 0.2\n";
+  for (const std::string& m : vocabulary.merges) merges += m + "\n";
   const ParamTable table(c);
   const bool standard = c.family == "standard";
   const int64_t d = c.hidden_size, D = c.head_dim();

@@ -1,6 +1,6 @@
 #pragma once
 // Export to a Hugging Face style folder: config.json, model.safetensors and the tokenizer's
-// files (vocab.json and merges.txt of GPT-2's byte-level BPE, tokenizer_config.json).
+// files (vocab.json and merges.txt in GPT-2's byte-level BPE form, tokenizer_config.json).
 //   - standard: LlamaForCausalLM. Weights under transformers' Llama names; q_proj and k_proj
 //     rows permuted per head from our adjacent-pair RoPE layout to the rotate-half layout
 //     transformers applies (new row j = old row 2j, new row j + D/2 = old row 2j + 1),
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "interop/export_vocabulary.h"
 #include "model/config.h"
 
 namespace sps {
@@ -21,6 +22,6 @@ namespace sps {
 std::vector<int64_t> rotate_half_rows(int64_t head_dim);
 
 void write_hf_folder(const std::string& out_dir, const ModelConfig& config, const float* weights,
-                     const std::string& gpt2_tokenizer_folder);
+                     const ExportVocabulary& vocabulary);
 
 }  // namespace sps

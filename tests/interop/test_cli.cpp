@@ -4,7 +4,10 @@
 #include <filesystem>
 
 #include "interop_fixtures.h"
+#include "interop/checkpoint_folder.h"
 #include "model/config.h"
+#include "model/params.h"
+#include "tokenizer/bpe.h"
 #include "run_command.h"
 #include "util/temp_dir.h"
 
@@ -58,40 +61,49 @@ TEST(ConvertCli, BadInputIsOneLineAndExitTwoWithNothingWritten) {
   EXPECT_EQ(dir.entries(), 1u);  // only the hostile input
 }
 
-// GPT-2-style tokenizer files for the fixtures' vocabulary (V = 64, EOS = 61).
-std::string write_tokenizer(const TempDir& dir) {
-  std::string encoder = "{";
-  for (int id = 0; id < 61; ++id) encoder += "\"t" + std::to_string(id) + "\": " + std::to_string(id) + ", ";
-  encoder += "\"<|endoftext|>\": 61}";
-  fs::create_directory(dir.file("tok"));
-  testing::write_whole_file(dir.file("tok/encoder.json"), encoder);
-  testing::write_whole_file(dir.file("tok/vocab.bpe"), "#version: 0.2\nt 1\n");
-  return dir.file("tok");
-}
+// A byte-level BPE rank file (256 bytes + 4 merges: EOS 260) and a standard model of
+// V = 320 saved as an sps checkpoint folder.
+struct SmallModel {
+  std::string rank_file, checkpoint;
+  explicit SmallModel(const TempDir& dir) : rank_file(dir.file("small.tok")), checkpoint(dir.file("small")) {
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
+    for (const char* t : {"ab", "abc", "cd", "abcd"}) tokens.emplace_back(t);
+    BpeTokenizer::from_ranks(tokens, "small").save_rank_file(rank_file);
+    ImportedCheckpoint ckpt;
+    ckpt.config.n_layer = 2, ckpt.config.n_head = 2, ckpt.config.hidden_size = 8;
+    ckpt.config.intermediate_size = 16, ckpt.config.vocab_size = 320, ckpt.config.block_size = 8;
+    ckpt.config.eos_token_id = 260, ckpt.config.predict_token_id = 261, ckpt.config.pad_token_id = 319;
+    const ParamTable table(ckpt.config);
+    ckpt.weights.resize(size_t(table.total()));
+    init_parameters(ckpt.weights.data(), table, ckpt.config, 1);
+    write_imported_checkpoint(checkpoint, ckpt, "test");
+  }
+};
 
-TEST(ConvertCli, ExportsAnImportedStandardModel) {
+TEST(ConvertCli, ExportsAStandardModel) {
   TempDir dir;
-  const std::string tok = write_tokenizer(dir), ckpt = dir.file("ckpt");
+  const SmallModel small(dir);
   std::string err;
-  ASSERT_EQ(convert(quoted(interop_fixture("standard_bf16_plain.pt")) + " --to sps --out " + quoted(ckpt), &err), 0) << err;
-  // From the sps checkpoint folder and straight from the reference checkpoint.
-  ASSERT_EQ(convert(quoted(ckpt) + " --to gguf --precision bf16 --tokenizer " + quoted(tok) + " --out " +
-                        quoted(dir.file("a.gguf")), &err), 0) << err;
-  ASSERT_EQ(convert(quoted(interop_fixture("standard_fp32_compiled.pt")) + " --to gguf --tokenizer " +
-                        quoted(tok) + " --out " + quoted(dir.file("b.gguf")), &err), 0) << err;
+  ASSERT_EQ(convert(quoted(small.checkpoint) + " --to gguf --precision bf16 --tokenizer " + quoted(small.rank_file) +
+                        " --out " + quoted(dir.file("a.gguf")), &err), 0) << err;
+  ASSERT_EQ(convert(quoted(small.checkpoint) + " --to gguf --tokenizer " + quoted(small.rank_file) + " --out " +
+                        quoted(dir.file("b.gguf")), &err), 0) << err;
   EXPECT_EQ(testing::read_whole_file(dir.file("b.gguf")).substr(0, 4), "GGUF");
   EXPECT_LT(fs::file_size(dir.file("a.gguf")), fs::file_size(dir.file("b.gguf")));
-  ASSERT_EQ(convert(quoted(ckpt) + " --to hf --tokenizer " + quoted(tok) + " --out " + quoted(dir.file("hf")), &err), 0) << err;
+  ASSERT_EQ(convert(quoted(small.checkpoint) + " --to hf --tokenizer " + quoted(small.rank_file) + " --out " +
+                        quoted(dir.file("hf")), &err), 0) << err;
   EXPECT_TRUE(fs::exists(dir.file("hf/config.json")));
-  EXPECT_TRUE(fs::exists(dir.file("hf/model.safetensors")));
+  EXPECT_NE(testing::read_whole_file(dir.file("hf/merges.txt")).find("abc d\n"), std::string::npos);
+  // A tokenizer whose EOS is not the model's is refused.
+  EXPECT_EQ(convert(quoted(small.checkpoint) + " --to gguf --tokenizer gpt2 --out " + quoted(dir.file("c.gguf")), &err), 2);
+  EXPECT_FALSE(fs::exists(dir.file("c.gguf")));
 }
 
 TEST(ConvertCli, InterleavedFamiliesDoNotExportToGguf) {
   TempDir dir;
-  const std::string tok = write_tokenizer(dir);
   std::string err;
-  EXPECT_EQ(convert(quoted(interop_fixture("sps_fp32_plain.pt")) + " --to gguf --tokenizer " + quoted(tok) +
-                        " --out " + quoted(dir.file("x.gguf")), &err), 2);
+  EXPECT_EQ(convert(quoted(interop_fixture("sps_fp32_plain.pt")) + " --to gguf --out " + quoted(dir.file("x.gguf")), &err), 2);
   EXPECT_NE(err.find("only the standard family exports to GGUF"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(dir.file("x.gguf")));
 }

@@ -20,14 +20,15 @@ namespace {
 
 using testing::interop_fixture;
 
-std::string write_tokenizer(const testing::TempDir& dir) {
-  nlohmann::json encoder;
-  for (int id = 0; id < 61; ++id) encoder[std::string(1, char('A' + id))] = id;
-  encoder["<|endoftext|>"] = 61;
-  std::filesystem::create_directory(dir.file("tok"));
-  testing::write_whole_file(dir.file("tok/encoder.json"), encoder.dump());
-  testing::write_whole_file(dir.file("tok/vocab.bpe"), "#version: 0.2\nA B\n");
-  return dir.file("tok");
+ExportVocabulary fixture_vocabulary() {
+  ExportVocabulary v;
+  for (int id = 0; id < 64; ++id) {
+    v.tokens.push_back(id < 61 ? std::string(1, char('A' + id)) : id == 61 ? "<|endoftext|>" : "[PAD" + std::to_string(id) + "]");
+    v.types.push_back(id < 61 ? kTokenNormal : id == 61 ? kTokenControl : kTokenUnused);
+  }
+  v.merges = {"A B"};
+  v.eos_id = 61;
+  return v;
 }
 
 // SPEC §2: adjacent pairs (x_2j, x_2j+1) rotated by pos·θ^(−2j/D).
@@ -73,7 +74,7 @@ TEST(HfExport, StandardIsLlamaWithRotateHalfRows) {
   testing::TempDir dir;
   const ImportedCheckpoint ckpt = import_reference_checkpoint(interop_fixture("standard_fp32_compiled.pt"), {});
   const std::string out = dir.file("hf");
-  write_hf_folder(out, ckpt.config, ckpt.weights.data(), write_tokenizer(dir));
+  write_hf_folder(out, ckpt.config, ckpt.weights.data(), fixture_vocabulary());
 
   const nlohmann::json config = nlohmann::json::parse(testing::read_whole_file(out + "/config.json"));
   EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");
@@ -89,8 +90,12 @@ TEST(HfExport, StandardIsLlamaWithRotateHalfRows) {
   EXPECT_EQ(config["rope_theta"], 10000.0);
   EXPECT_EQ(config["rms_norm_eps"], 1e-6);
   EXPECT_EQ(config["eos_token_id"], 61);
-  for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"})
-    EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
+  EXPECT_TRUE(std::filesystem::exists(out + "/tokenizer_config.json"));
+  const nlohmann::json vocab = nlohmann::json::parse(testing::read_whole_file(out + "/vocab.json"));
+  EXPECT_EQ(vocab.size(), 62u);  // the tokens and EOS, not the padding
+  EXPECT_EQ(vocab["B"], 1);
+  EXPECT_EQ(vocab["<|endoftext|>"], 61);
+  EXPECT_EQ(testing::read_whole_file(out + "/merges.txt"), "#version: 0.2\nA B\n");
 
   SafetensorsFile st(out + "/model.safetensors");
   EXPECT_EQ(st.header().tensors.size(), 1u + 2 * 9 + 1);
@@ -141,7 +146,7 @@ TEST(HfExport, InterleavedKeepsSpecNamesAndAnSpsSection) {
   testing::TempDir dir;
   const ImportedCheckpoint ckpt = import_reference_checkpoint(interop_fixture("delayed_state_bf16_plain.pt"), {});
   const std::string out = dir.file("hf");
-  write_hf_folder(out, ckpt.config, ckpt.weights.data(), write_tokenizer(dir));
+  write_hf_folder(out, ckpt.config, ckpt.weights.data(), fixture_vocabulary());
   const nlohmann::json config = nlohmann::json::parse(testing::read_whole_file(out + "/config.json"));
   EXPECT_EQ(config["sps"]["family"], "delayed_state");
   EXPECT_EQ(config["sps"]["window_size"], 2);
@@ -158,8 +163,8 @@ TEST(HfExport, InterleavedKeepsSpecNamesAndAnSpsSection) {
     for (int64_t k = 0; k < e.numel; ++k) ASSERT_EQ(got[size_t(k)], double(ckpt.weights[size_t(e.offset + k)])) << e.name;
   }
   // An existing folder is refused, and nothing else is left behind.
-  EXPECT_THROW(write_hf_folder(out, ckpt.config, ckpt.weights.data(), dir.file("tok")), UserError);
-  EXPECT_EQ(dir.entries(), 2u);
+  EXPECT_THROW(write_hf_folder(out, ckpt.config, ckpt.weights.data(), fixture_vocabulary()), UserError);
+  EXPECT_EQ(dir.entries(), 1u);
 }
 
 }  // namespace
