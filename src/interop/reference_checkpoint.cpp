@@ -1,6 +1,7 @@
 #include "interop/reference_checkpoint.h"
 
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -60,7 +61,11 @@ ModelConfig read_model_config(const Reader& r, const PickleValue& root, const Im
       if (required) fail("{}: model_args.{} is missing", path, key);
       return false;
     }
-    *out = static_cast<std::remove_pointer_t<decltype(out)>>(r.integer(*v, std::string("model_args.") + key));
+    using T = std::remove_pointer_t<decltype(out)>;
+    const int64_t value = r.integer(*v, std::string("model_args.") + key);
+    if (value < int64_t(std::numeric_limits<T>::min()) || value > int64_t(std::numeric_limits<T>::max()))
+      fail("{}: model_args.{} = {} is out of range", path, key, value);
+    *out = static_cast<T>(value);
     return true;
   };
   int_arg("n_layer", true, &c.n_layer);

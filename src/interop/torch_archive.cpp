@@ -124,6 +124,8 @@ std::vector<float> TorchArchive::read_floats(const PickleTensor& t, const std::s
     numel *= t.shape[i];
   }
   const size_t element = dtype_size(s.dtype);
+  if (uint64_t(s.numel) > std::numeric_limits<uint64_t>::max() / element)
+    fail("{}: tensor {}: its storage of {} elements is too large", path_, what, s.numel);
   const std::vector<uint8_t> bytes =
       read_record("data/" + s.key, static_cast<uint64_t>(s.numel) * element, 0);
   std::vector<float> out(static_cast<size_t>(numel));

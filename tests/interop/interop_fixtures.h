@@ -47,10 +47,16 @@ struct PickleBytes {
     for (int i = 0; i < 4; ++i) b += char((uint32_t(v) >> (8 * i)) & 0xFF);
     return *this;
   }
+  PickleBytes& int8(int64_t v) {  // LONG1 with 8 bytes
+    b += '\x8a';
+    b += char(8);
+    for (int i = 0; i < 8; ++i) b += char((uint64_t(v) >> (8 * i)) & 0xFF);
+    return *this;
+  }
   // _rebuild_tensor_v2(('storage', FloatStorage, key, 'cpu', numel), offset, (n,), (1,), False, OrderedDict())
-  PickleBytes& tensor(const std::string& key, int32_t storage_numel, int32_t offset, int32_t n) {
+  PickleBytes& tensor(const std::string& key, int64_t storage_numel, int32_t offset, int32_t n) {
     global("torch._utils", "_rebuild_tensor_v2").op('(');
-    op('(').str("storage").global("torch", "FloatStorage").str(key).str("cpu").int4(storage_numel).op('t');
+    op('(').str("storage").global("torch", "FloatStorage").str(key).str("cpu").int8(storage_numel).op('t');
     op('Q').int4(offset).int4(n).op('\x85').int1(1).op('\x85').op('\x89');
     global("collections", "OrderedDict").op(')').op('R').op('t').op('R');
     return *this;

@@ -212,6 +212,18 @@ TEST(ImportHostile, StorageRecordShorterThanThePickleSays) {
   }
 }
 
+TEST(ImportHostile, StorageSizeThatWrapsAroundIsRefused) {
+  // 2^62 + 4 floats are 2^64 + 16 bytes: a 16-byte record must not pass for it.
+  testing::TempDir dir;
+  testing::PickleBytes p;
+  p.op('}').op('(').str("model").op('}').op('(').str("w").tensor("0", (int64_t{1} << 62) + 4, 0, 4).op('u').op('u');
+  const std::string path = dir.file("wrap.pt");
+  testing::write_zip(path, {{"archive/data.pkl", p.done()}, {"archive/data/0", std::string(16, '\0')}});
+  TorchArchive archive(path);
+  const PickleValue* model = archive.document().find(archive.document().root(), "model");
+  EXPECT_THROW(archive.read_floats(archive.document().find(*model, "w")->tensor, "w"), UserError);
+}
+
 TEST(ImportHostile, ZipBombIsRefusedBeforeInflating) {
   testing::TempDir dir;
   const std::string path = dir.file("bomb.pt");
