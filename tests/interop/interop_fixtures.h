@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "interop/export_vocabulary.h"
+
 namespace sps::testing {
 
 inline std::string interop_fixture(const std::string& name) {
@@ -24,6 +26,19 @@ inline std::vector<float> read_f32_file(const std::string& path) {
   std::vector<float> out(bytes.size() / 4);
   std::memcpy(out.data(), bytes.data(), out.size() * 4);
   return out;
+}
+
+// A vocabulary for the fixtures' V = 64 (EOS = 61), too small for a real byte-level BPE
+// (export_vocabulary() is tested in test_vocabulary.cpp): ids 0..60 are one character each.
+inline ExportVocabulary fixture_vocabulary() {
+  ExportVocabulary v;
+  for (int id = 0; id < 64; ++id) {
+    v.tokens.push_back(id < 61 ? std::string(1, char('A' + id)) : id == 61 ? "<|endoftext|>" : "[PAD" + std::to_string(id) + "]");
+    v.types.push_back(id < 61 ? kTokenNormal : id == 61 ? kTokenControl : kTokenUnused);
+  }
+  v.merges = {"A B", "AB C"};
+  v.eos_id = 61;
+  return v;
 }
 
 // Protocol-2 opcodes, appended by hand: hostile pickles are easier to state this way.

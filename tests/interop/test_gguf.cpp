@@ -18,6 +18,7 @@
 namespace sps {
 namespace {
 
+using testing::fixture_vocabulary;
 using testing::interop_fixture;
 
 // --- An independent GGUF reader ----------------------------------------------------------
@@ -152,18 +153,6 @@ float read_element(const GgufFile& f, const GgufTensorInfo& t, uint64_t k) {
 
 // --- Fixtures ----------------------------------------------------------------------------
 
-// A vocabulary for the fixtures' V = 64 (EOS = 61): too small for a real byte-level BPE,
-// so it is written out; export_vocabulary() is tested in test_vocabulary.cpp.
-ExportVocabulary fixture_vocabulary() {
-  ExportVocabulary v;
-  for (int id = 0; id < 64; ++id) {
-    v.tokens.push_back(id < 61 ? std::string(1, char('A' + id)) : id == 61 ? "<|endoftext|>" : "[PAD" + std::to_string(id) + "]");
-    v.types.push_back(id < 61 ? kTokenNormal : id == 61 ? kTokenControl : kTokenUnused);
-  }
-  v.merges = {"A B", "AB C"};
-  v.eos_id = 61;
-  return v;
-}
 
 TEST(Gguf, EveryKeyTensorShapeAndOffset) {
   testing::TempDir dir;

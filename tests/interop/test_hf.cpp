@@ -18,18 +18,9 @@
 namespace sps {
 namespace {
 
+using testing::fixture_vocabulary;
 using testing::interop_fixture;
 
-ExportVocabulary fixture_vocabulary() {
-  ExportVocabulary v;
-  for (int id = 0; id < 64; ++id) {
-    v.tokens.push_back(id < 61 ? std::string(1, char('A' + id)) : id == 61 ? "<|endoftext|>" : "[PAD" + std::to_string(id) + "]");
-    v.types.push_back(id < 61 ? kTokenNormal : id == 61 ? kTokenControl : kTokenUnused);
-  }
-  v.merges = {"A B"};
-  v.eos_id = 61;
-  return v;
-}
 
 // SPEC §2: adjacent pairs (x_2j, x_2j+1) rotated by pos·θ^(−2j/D).
 std::vector<double> rope_adjacent(std::vector<double> x, double pos) {
@@ -95,7 +86,7 @@ TEST(HfExport, StandardIsLlamaWithRotateHalfRows) {
   EXPECT_EQ(vocab.size(), 62u);  // the tokens and EOS, not the padding
   EXPECT_EQ(vocab["B"], 1);
   EXPECT_EQ(vocab["<|endoftext|>"], 61);
-  EXPECT_EQ(testing::read_whole_file(out + "/merges.txt"), "#version: 0.2\nA B\n");
+  EXPECT_EQ(testing::read_whole_file(out + "/merges.txt"), "#version: 0.2\nA B\nAB C\n");
 
   SafetensorsFile st(out + "/model.safetensors");
   EXPECT_EQ(st.header().tensors.size(), 1u + 2 * 9 + 1);
