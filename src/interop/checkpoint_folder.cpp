@@ -17,7 +17,10 @@ namespace sps {
 
 namespace fs = std::filesystem;
 
-std::string model_config_yaml(const ModelConfig& c, const std::string& comment) {
+std::string model_config_yaml(const ModelConfig& c, const std::string& comment_text) {
+  std::string comment = comment_text;  // one line, whatever the file name holds
+  for (char& ch : comment)
+    if (static_cast<unsigned char>(ch) < 0x20) ch = '?';
   return fmt::format(
       "# {}\n"
       "model:\n"
