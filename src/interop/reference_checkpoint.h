@@ -1,0 +1,40 @@
+#pragma once
+// Checkpoints of the paper's reference trainer (`ckpt.pt`, `ckpt_tokens_N.pt`,
+// `..._final.pt`): a torch.save dict with `model` (state dict; keys may carry
+// torch.compile's `_orig_mod.` prefix; the tied embedding appears as both
+// transformer.wte.weight and lm_head.weight), `model_args` (the model config dataclass),
+// `optimizer` (torch.optim.AdamW's state dict), `iter_num`, `config` (the run's whole
+// configuration; config.model._target_ names the model class, hence the family) and
+// sampler/RNG state, which is not needed here.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace sps {
+
+struct ImportOptions {
+  std::string family;    // --family: used when the checkpoint does not say; must agree if it does
+  int64_t window = -1;   // --window: likewise
+  bool with_optimizer = false;
+};
+
+struct ImportedCheckpoint {
+  ModelConfig config;
+  std::vector<float> weights;  // ParamTable order
+  std::string family_from;     // where the family came from, for the summary line
+  int64_t iter_num = 0;
+  // With ImportOptions::with_optimizer: AdamW's moments in ParamTable order and its step.
+  std::vector<float> exp_avg, exp_avg_sq;
+  int64_t optimizer_step = 0;
+};
+
+// Reads and checks everything; nothing is written. UserError names the file and the field.
+ImportedCheckpoint import_reference_checkpoint(const std::string& path, const ImportOptions& options);
+
+// The family a reference model class stands for ("modeling.models.sps.SPSModel" → sps), or
+// "" for a class it does not know.
+std::string family_of_reference_class(const std::string& target);
+
+}  // namespace sps

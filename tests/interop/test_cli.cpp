@@ -1,0 +1,112 @@
+// `sps convert` as a program: exit statuses, one-line errors, nothing written on failure.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "interop_fixtures.h"
+#include "interop/checkpoint_folder.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "tokenizer/bpe.h"
+#include "run_command.h"
+#include "util/temp_dir.h"
+
+namespace sps {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::interop_fixture;
+using testing::TempDir;
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+int convert(const std::string& args, std::string* err) {
+  return testing::run_command(quoted(SPS_BINARY) + " convert " + args + " 2>&1 >/dev/null", err);
+}
+
+TEST(ConvertCli, ImportsAReferenceCheckpoint) {
+  TempDir dir;
+  const std::string out = dir.file("model");
+  std::string err;
+  ASSERT_EQ(convert(quoted(interop_fixture("reverse_sps_fp32_compiled.pt")) + " --to sps --out " +
+                        quoted(out) + " --with-optimizer",
+                    &err),
+            0)
+      << err;
+  EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+  EXPECT_TRUE(fs::exists(out + "/optimizer.safetensors"));
+  const ModelConfig config = load_model_config(out + "/config.yaml", {});
+  EXPECT_EQ(config.family, "reverse_sps");
+  EXPECT_EQ(config.window_size, 2);
+  EXPECT_EQ(dir.entries(), 1u);  // no temporary folder left
+}
+
+TEST(ConvertCli, BadInputIsOneLineAndExitTwoWithNothingWritten) {
+  TempDir dir;
+  testing::PickleBytes p;
+  p.global("os", "system").str("touch " + dir.file("pwned")).op('\x85').op('R');
+  const std::string hostile = dir.file("hostile.pt");
+  testing::write_zip(hostile, {{"archive/data.pkl", p.done()}});
+  const std::string out = dir.file("out");
+  for (const std::string& input :
+       {hostile, interop_fixture("hostile_tied_mismatch.pt"), interop_fixture("weights.f32"),
+        dir.file("missing.pt")}) {
+    std::string err;
+    EXPECT_EQ(convert(quoted(input) + " --to sps --out " + quoted(out), &err), 2) << input;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_EQ(err.rfind("sps: ", 0), 0u) << err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  EXPECT_FALSE(fs::exists(dir.file("pwned")));
+  EXPECT_EQ(dir.entries(), 1u);  // only the hostile input
+}
+
+// A byte-level BPE rank file (256 bytes + 4 merges: EOS 260) and a standard model of
+// V = 320 saved as an sps checkpoint folder.
+struct SmallModel {
+  std::string rank_file, checkpoint;
+  explicit SmallModel(const TempDir& dir) : rank_file(dir.file("small.tok")), checkpoint(dir.file("small")) {
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
+    for (const char* t : {"ab", "abc", "cd", "abcd"}) tokens.emplace_back(t);
+    BpeTokenizer::from_ranks(tokens, "small").save_rank_file(rank_file);
+    ImportedCheckpoint ckpt;
+    ckpt.config.n_layer = 2, ckpt.config.n_head = 2, ckpt.config.hidden_size = 8;
+    ckpt.config.intermediate_size = 16, ckpt.config.vocab_size = 320, ckpt.config.block_size = 8;
+    ckpt.config.eos_token_id = 260, ckpt.config.predict_token_id = 261, ckpt.config.pad_token_id = 319;
+    const ParamTable table(ckpt.config);
+    ckpt.weights.resize(size_t(table.total()));
+    init_parameters(ckpt.weights.data(), table, ckpt.config, 1);
+    write_imported_checkpoint(checkpoint, ckpt, "test");
+  }
+};
+
+TEST(ConvertCli, ExportsAStandardModel) {
+  TempDir dir;
+  const SmallModel small(dir);
+  std::string err;
+  ASSERT_EQ(convert(quoted(small.checkpoint) + " --to gguf --precision bf16 --tokenizer " + quoted(small.rank_file) +
+                        " --out " + quoted(dir.file("a.gguf")), &err), 0) << err;
+  ASSERT_EQ(convert(quoted(small.checkpoint) + " --to gguf --tokenizer " + quoted(small.rank_file) + " --out " +
+                        quoted(dir.file("b.gguf")), &err), 0) << err;
+  EXPECT_EQ(testing::read_whole_file(dir.file("b.gguf")).substr(0, 4), "GGUF");
+  EXPECT_LT(fs::file_size(dir.file("a.gguf")), fs::file_size(dir.file("b.gguf")));
+  ASSERT_EQ(convert(quoted(small.checkpoint) + " --to hf --tokenizer " + quoted(small.rank_file) + " --out " +
+                        quoted(dir.file("hf")), &err), 0) << err;
+  EXPECT_TRUE(fs::exists(dir.file("hf/config.json")));
+  EXPECT_NE(testing::read_whole_file(dir.file("hf/merges.txt")).find("abc d\n"), std::string::npos);
+  // A tokenizer whose EOS is not the model's is refused.
+  EXPECT_EQ(convert(quoted(small.checkpoint) + " --to gguf --tokenizer gpt2 --out " + quoted(dir.file("c.gguf")), &err), 2);
+  EXPECT_FALSE(fs::exists(dir.file("c.gguf")));
+}
+
+TEST(ConvertCli, InterleavedFamiliesDoNotExportToGguf) {
+  TempDir dir;
+  std::string err;
+  EXPECT_EQ(convert(quoted(interop_fixture("sps_fp32_plain.pt")) + " --to gguf --out " + quoted(dir.file("x.gguf")), &err), 2);
+  EXPECT_NE(err.find("only the standard family exports to GGUF"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir.file("x.gguf")));
+}
+
+}  // namespace
+}  // namespace sps
