@@ -12,5 +12,6 @@ void register_eval(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_analyze(CLI::App& app);
 void register_experiment(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace sps::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   sps::cli::register_generate(app);
   sps::cli::register_analyze(app);
   sps::cli::register_experiment(app);
+  sps::cli::register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
