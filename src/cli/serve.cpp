@@ -55,7 +55,7 @@ void run_serve(ServeArgs& a) {
                  "sps: note: --ctx %lld is past the model's context of %lld tokens; positions "
                  "beyond it were never trained (prompts still fit %lld tokens)\n",
                  (long long)s.context, (long long)c.block_size, (long long)c.block_size);
-  if (a.server.model_name.empty()) a.server.model_name = a.model_name.empty() ? c.family : a.model_name;
+  a.server.model_name = a.model_name.empty() ? c.family : a.model_name;
   if (a.server.host != "127.0.0.1" && a.server.host != "localhost" && a.server.host != "::1" &&
       a.server.api_key.empty())
     std::fprintf(stderr, "sps: note: listening on %s without an API key\n", a.server.host.c_str());

@@ -14,6 +14,7 @@
 #include "model/weights_io.h"
 #include "run_command.h"
 #include "serve_fixtures.h"
+#include "tokenizer/bpe.h"
 #include "util/temp_dir.h"
 
 extern char** environ;
@@ -160,6 +161,47 @@ TEST(ServeCli, BadFlagsAreOneLineAndStatusTwo) {
   EXPECT_EQ(run(ckpt.args() + " --port 70000"), 2);
   EXPECT_EQ(run(ckpt.args() + " --parallel 0"), 2);
   EXPECT_EQ(run("--checkpoint " + quote(ckpt.dir.file("nowhere"))), 2);
+}
+
+// A client nobody here wrote: the official `openai` npm package (scripts/get-openai-client.sh
+// installs it) gets what the server's own answers say, plain and streamed.
+TEST(ServeCli, OfficialOpenAINodeClient) {
+  if (run_command("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is absent";
+  const std::string source = SPS_SOURCE_DIR;
+  std::string log;
+  ASSERT_EQ(run_command("bash " + quote(source + "/scripts/get-openai-client.sh") + " 2>&1", &log), 0) << log;
+  Checkpoint ckpt("sps");
+  ServeProcess serve(ckpt.args() + " --api-key k3y --model-name micro", ckpt.dir);
+  ASSERT_GT(serve.port, 0) << read_whole_file(serve.err_path);
+  std::string out;
+  const int rc = run_command("node " + quote(source + "/tests/serve/openai_client.mjs") + " " +
+                                 quote(sps_home() + "/node-openai/node_modules") + " " +
+                                 std::to_string(serve.port) + " k3y 2>&1",
+                             &out);
+  ASSERT_EQ(rc, 0) << out;
+  const json got = json::parse(out, nullptr, false);
+  ASSERT_TRUE(got.is_object()) << out;
+  // The same requests straight over HTTP.
+  httplib::Client c("127.0.0.1", serve.port);
+  c.set_bearer_token_auth("k3y");
+  int status = 0;
+  const json completion = post_json(c, "/v1/completions",
+                                    {{"prompt", "Hello"}, {"max_tokens", 8}, {"temperature", 0}}, &status);
+  ASSERT_EQ(status, 200) << completion.dump();
+  const json chat = post_json(c, "/v1/chat/completions",
+                              {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                               {"max_tokens", 8}, {"temperature", 0}},
+                              &status);
+  ASSERT_EQ(status, 200) << chat.dump();
+  EXPECT_EQ(got["model"], "micro");
+  EXPECT_EQ(got["completion"], completion["choices"][0]["text"]);
+  EXPECT_EQ(got["streamed"], completion["choices"][0]["text"]);
+  EXPECT_EQ(got["finish_reason"], completion["choices"][0]["finish_reason"]);
+  EXPECT_EQ(got["usage"]["completion_tokens"], completion["usage"]["completion_tokens"]);
+  EXPECT_EQ(got["chat"], chat["choices"][0]["message"]["content"]);
+  EXPECT_EQ(got["chat_streamed"], chat["choices"][0]["message"]["content"]);
+  EXPECT_EQ(got["unauthorized"], 401);
+  EXPECT_EQ(serve.stop(SIGTERM), 0);
 }
 
 }  // namespace
