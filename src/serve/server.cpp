@@ -72,7 +72,10 @@ int Server::bind() {
   return port;
 }
 
-void Server::listen() { http_->listen_after_bind(); }
+void Server::listen() {
+  if (shutting_down_) return;  // a signal that came before listening
+  http_->listen_after_bind();
+}
 
 void Server::shutdown(std::chrono::milliseconds grace) {
   if (shutting_down_.exchange(true)) return;
