@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <omp.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -21,17 +20,12 @@
 #include "infer/generator.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "model/weights_io.h"
 #include "tokenizer/bpe.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
-#include "util/safetensors.h"
-#include "util/yaml_config.h"
 
 namespace sps::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct GenerateArgs {
   std::string checkpoint, weights, config;

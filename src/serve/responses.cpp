@@ -16,17 +16,17 @@ std::string token_text(const BpeTokenizer& tokenizer, int32_t id) {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json completion_logprobs(const BpeTokenizer& tokenizer, const std::vector<TokenLogprob>& tokens,
-                         size_t offset, bool with_top, bool first_is_null) {
+                         size_t offset, bool with_top) {
   json texts = json::array(), logprobs = json::array(), tops = json::array(), offsets = json::array();
   for (size_t i = 0; i < tokens.size(); ++i) {
     const TokenLogprob& t = tokens[i];
     const std::string text = token_text(tokenizer, t.id);
     texts.push_back(text);
-    logprobs.push_back(first_is_null && i == 0 ? json(nullptr) : json(t.logprob));
+    logprobs.push_back(t.logprob);
     if (with_top) {
       json top = json::object();
       for (const auto& [id, lp] : t.top) top[token_text(tokenizer, id)] = lp;
-      tops.push_back(first_is_null && i == 0 ? json(nullptr) : top);
+      tops.push_back(top);
     }
     offsets.push_back(offset);
     offset += text.size();

@@ -33,7 +33,7 @@ std::string token_text(const BpeTokenizer& tokenizer, int32_t id);
 // Completions' logprobs object for `tokens` whose text starts at `offset` in the choice's text.
 nlohmann::json completion_logprobs(const BpeTokenizer& tokenizer,
                                    const std::vector<TokenLogprob>& tokens, size_t offset,
-                                   bool with_top, bool first_is_null = false);
+                                   bool with_top);
 // Chat's logprobs object ({"content": [...]}).
 nlohmann::json chat_logprobs(const BpeTokenizer& tokenizer, const std::vector<TokenLogprob>& tokens);
 
