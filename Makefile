@@ -48,14 +48,16 @@ bench: build
 
 fuzz: deps
 	@cmake --preset fuzz >/dev/null
-	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_safetensors fuzz_jsonl fuzz_unpickler
-	@mkdir -p build/fuzz/corpus_safetensors build/fuzz/corpus_jsonl build/fuzz/corpus_unpickler
+	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_safetensors fuzz_jsonl fuzz_unpickler fuzz_serve_request
+	@mkdir -p build/fuzz/corpus_safetensors build/fuzz/corpus_jsonl build/fuzz/corpus_unpickler build/fuzz/corpus_serve_request
 	@./build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/safetensors.dict \
 	  build/fuzz/corpus_safetensors fuzz/corpus_safetensors
 	@./build/fuzz/fuzz_jsonl -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/jsonl.dict \
 	  build/fuzz/corpus_jsonl fuzz/corpus_jsonl
 	@./build/fuzz/fuzz_unpickler -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/unpickler.dict \
 	  build/fuzz/corpus_unpickler fuzz/corpus_unpickler
+	@./build/fuzz/fuzz_serve_request -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/serve_request.dict \
+	  build/fuzz/corpus_serve_request fuzz/corpus_serve_request
 
 # The main job: corpora, tokenizer, token files, tiny standard vs tiny sps, table and plot.
 demo: BUILD_TARGETS = sps

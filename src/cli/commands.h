@@ -13,5 +13,6 @@ void register_generate(CLI::App& app);
 void register_analyze(CLI::App& app);
 void register_experiment(CLI::App& app);
 void register_convert(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace sps::cli

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <omp.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -21,17 +20,12 @@
 #include "infer/generator.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "model/weights_io.h"
 #include "tokenizer/bpe.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
-#include "util/safetensors.h"
-#include "util/yaml_config.h"
 
 namespace sps::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct GenerateArgs {
   std::string checkpoint, weights, config;
@@ -56,105 +50,6 @@ std::string read_file(const std::string& path, const std::string& what) {
 void write_stdout(std::string_view bytes) {
   if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
     fail("cannot write standard output");
-}
-
-// The model section of a YAML document (a bare model mapping or one under `model:`).
-YAML::Node model_section(const YAML::Node& doc) { return doc["model"] ? doc["model"] : doc; }
-
-struct LoadedModel {
-  std::unique_ptr<Model<float>> model;
-  std::string config_path;
-  YAML::Node config_doc;  // the whole config file, for the tokenizer it names
-};
-
-LoadedModel load_model(const GenerateArgs& a) {
-  LoadedModel m;
-  const ModelFiles files = resolve_model_files(a.checkpoint, a.weights, a.config);
-  const std::string& weights_path = files.weights_path;
-  m.config_path = files.config_path;
-  m.config_doc = load_yaml_file(m.config_path);
-  const ModelConfig config = load_model_config(m.config_path, {});
-  // Same shapes do not mean the same model: the family and special ids must agree with the
-  // config the weights were saved with, when they say.
-  {
-    SafetensorsFile file(weights_path);
-    const auto it = file.header().metadata.find("config");
-    if (it != file.header().metadata.end()) {
-      YAML::Node saved;
-      try {
-        saved = model_section(YAML::Load(it->second));
-      } catch (const YAML::Exception&) {
-        fail("{}: the config in its metadata is not YAML", weights_path);
-      }
-      const ModelConfig there = model_config_from_yaml(saved, weights_path + " (metadata)");
-      if (there.family != config.family)
-        fail("{} holds a {} model, but {} says model.family={}", weights_path, there.family,
-             m.config_path, config.family);
-      if (there.eos_token_id != config.eos_token_id || there.pad_token_id != config.pad_token_id ||
-          there.predict_token_id != config.predict_token_id)
-        fail("{}: special ids (EOS {}, PREDICT {}, PAD {}) differ from {} (EOS {}, PREDICT {}, PAD {})",
-             weights_path, there.eos_token_id, there.predict_token_id, there.pad_token_id,
-             m.config_path, config.eos_token_id, config.predict_token_id, config.pad_token_id);
-      if (there.window_size != config.window_size && config.family != "standard")
-        std::fprintf(stderr, "sps: note: %s was trained with window_size %lld, generating with %lld\n",
-                     weights_path.c_str(), (long long)there.window_size,
-                     (long long)config.window_size);
-    }
-  }
-  m.model = std::make_unique<Model<float>>(config);
-  load_weights(weights_path, m.model->params(), m.model->weights());
-  return m;
-}
-
-// The tokenizer a config names: `tokenizer:` or `data.tokenizer:`, else the one recorded in
-// the meta.json of its `data.dataset`; GPT-2's vocabulary shape means gpt2. Empty if none.
-std::string tokenizer_from_config(const LoadedModel& m, const ModelConfig& c) {
-  const YAML::Node& doc = m.config_doc;
-  if (doc["tokenizer"] && doc["tokenizer"].IsScalar()) return doc["tokenizer"].Scalar();
-  const YAML::Node data = doc["data"];
-  if (data && data.IsMap()) {
-    if (data["tokenizer"] && data["tokenizer"].IsScalar()) return data["tokenizer"].Scalar();
-    if (data["dataset"] && data["dataset"].IsScalar() && !data["dataset"].Scalar().empty()) {
-      std::string dataset = data["dataset"].Scalar();
-      const std::string home_var = "${SPS_HOME}";
-      if (dataset.rfind(home_var, 0) == 0) dataset = sps_home() + dataset.substr(home_var.size());
-      const fs::path meta = fs::path(dataset) / "meta.json";
-      std::error_code ec;
-      if (fs::exists(meta, ec)) {
-        try {
-          const auto j = nlohmann::json::parse(read_file(meta.string(), "dataset meta"));
-          if (j.contains("tokenizer") && j["tokenizer"].contains("name") &&
-              j["tokenizer"]["name"].is_string())
-            return j["tokenizer"]["name"].get<std::string>();
-        } catch (const nlohmann::json::exception&) {
-          fail("{}: not valid JSON", meta.string());
-        }
-      }
-    }
-  }
-  if (c.vocab_size == 50304 && c.eos_token_id == 50256) return "gpt2";
-  return "";
-}
-
-BpeTokenizer load_tokenizer(const GenerateArgs& a, const LoadedModel& m) {
-  const ModelConfig& c = m.model->config();
-  std::string spec = a.tokenizer;
-  if (spec.empty()) spec = tokenizer_from_config(m, c);
-  if (spec.empty())
-    fail("{} names no tokenizer (no tokenizer:, data.tokenizer: or dataset meta.json); pass "
-         "--tokenizer gpt2|PATH",
-         m.config_path);
-  BpeTokenizer tokenizer = BpeTokenizer::load(spec);
-  if (int64_t(tokenizer.padded_vocab_size()) != c.vocab_size ||
-      int64_t(tokenizer.eos_id()) != c.eos_token_id ||
-      int64_t(tokenizer.predict_id()) != c.predict_token_id ||
-      int64_t(tokenizer.pad_id()) != c.pad_token_id)
-    fail("tokenizer {} (V {}, EOS {}, PREDICT {}, PAD {}) does not match the model of {} "
-         "(vocab_size {}, EOS {}, PREDICT {}, PAD {})",
-         tokenizer.name(), tokenizer.padded_vocab_size(), tokenizer.eos_id(), tokenizer.predict_id(),
-         tokenizer.pad_id(), m.config_path, c.vocab_size, c.eos_token_id, c.predict_token_id,
-         c.pad_token_id);
-  return tokenizer;
 }
 
 void print_stats(const GenerationStats& s) {
@@ -295,8 +190,8 @@ void run_generate(GenerateArgs& a) {
     fail("give --prompt TEXT, --prompt-file FILE (- for standard input) or --batch-file FILE "
          "(the interactive mode needs a terminal on standard input)");
 
-  const LoadedModel loaded = load_model(a);
-  const BpeTokenizer tokenizer = load_tokenizer(a, loaded);
+  const LoadedModel loaded = load_model(a.checkpoint, a.weights, a.config);
+  const BpeTokenizer tokenizer = load_tokenizer(a.tokenizer, loaded);
   const ModelConfig& c = loaded.model->config();
   GenerationOptions options = a.generation;
   options.stop_at_eos = !a.ignore_eos;

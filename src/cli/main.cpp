@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   sps::cli::register_analyze(app);
   sps::cli::register_experiment(app);
   sps::cli::register_convert(app);
+  sps::cli::register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

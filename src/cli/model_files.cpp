@@ -1,10 +1,17 @@
 #include "cli/model_files.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
+#include "model/weights_io.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
+#include "util/safetensors.h"
+#include "util/yaml_config.h"
 
 namespace sps::cli {
 
@@ -49,5 +56,116 @@ ModelFiles resolve_model_files(const std::string& checkpoint, const std::string&
   }
   return m;
 }
+
+namespace {
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{} {}: cannot open it", what, path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail("{} {}: cannot read it", what, path);
+  return text;
+}
+
+// The model section of a YAML document (a bare model mapping or one under `model:`).
+YAML::Node model_section(const YAML::Node& doc) { return doc["model"] ? doc["model"] : doc; }
+
+}  // namespace
+
+LoadedModel load_model(const std::string& checkpoint, const std::string& weights,
+                       const std::string& config_file) {
+  LoadedModel m;
+  const ModelFiles files = resolve_model_files(checkpoint, weights, config_file);
+  const std::string& weights_path = files.weights_path;
+  m.config_path = files.config_path;
+  m.config_doc = load_yaml_file(m.config_path);
+  const ModelConfig config = load_model_config(m.config_path, {});
+  // Same shapes do not mean the same model: the family and special ids must agree with the
+  // config the weights were saved with, when they say.
+  {
+    SafetensorsFile file(weights_path);
+    const auto it = file.header().metadata.find("config");
+    if (it != file.header().metadata.end()) {
+      YAML::Node saved;
+      try {
+        saved = model_section(YAML::Load(it->second));
+      } catch (const YAML::Exception&) {
+        fail("{}: the config in its metadata is not YAML", weights_path);
+      }
+      const ModelConfig there = model_config_from_yaml(saved, weights_path + " (metadata)");
+      if (there.family != config.family)
+        fail("{} holds a {} model, but {} says model.family={}", weights_path, there.family,
+             m.config_path, config.family);
+      if (there.eos_token_id != config.eos_token_id || there.pad_token_id != config.pad_token_id ||
+          there.predict_token_id != config.predict_token_id)
+        fail("{}: special ids (EOS {}, PREDICT {}, PAD {}) differ from {} (EOS {}, PREDICT {}, PAD {})",
+             weights_path, there.eos_token_id, there.predict_token_id, there.pad_token_id,
+             m.config_path, config.eos_token_id, config.predict_token_id, config.pad_token_id);
+      if (there.window_size != config.window_size && config.family != "standard")
+        std::fprintf(stderr, "sps: note: %s was trained with window_size %lld, generating with %lld\n",
+                     weights_path.c_str(), (long long)there.window_size,
+                     (long long)config.window_size);
+    }
+  }
+  m.model = std::make_unique<Model<float>>(config);
+  load_weights(weights_path, m.model->params(), m.model->weights());
+  return m;
+}
+
+namespace {
+
+// The tokenizer a config names: `tokenizer:` or `data.tokenizer:`, else the one recorded in
+// the meta.json of its `data.dataset`; GPT-2's vocabulary shape means gpt2. Empty if none.
+std::string tokenizer_from_config(const LoadedModel& m, const ModelConfig& c) {
+  const YAML::Node& doc = m.config_doc;
+  if (doc["tokenizer"] && doc["tokenizer"].IsScalar()) return doc["tokenizer"].Scalar();
+  const YAML::Node data = doc["data"];
+  if (data && data.IsMap()) {
+    if (data["tokenizer"] && data["tokenizer"].IsScalar()) return data["tokenizer"].Scalar();
+    if (data["dataset"] && data["dataset"].IsScalar() && !data["dataset"].Scalar().empty()) {
+      std::string dataset = data["dataset"].Scalar();
+      const std::string home_var = "${SPS_HOME}";
+      if (dataset.rfind(home_var, 0) == 0) dataset = sps_home() + dataset.substr(home_var.size());
+      const fs::path meta = fs::path(dataset) / "meta.json";
+      std::error_code ec;
+      if (fs::exists(meta, ec)) {
+        try {
+          const auto j = nlohmann::json::parse(read_text_file(meta.string(), "dataset meta"));
+          if (j.contains("tokenizer") && j["tokenizer"].contains("name") &&
+              j["tokenizer"]["name"].is_string())
+            return j["tokenizer"]["name"].get<std::string>();
+        } catch (const nlohmann::json::exception&) {
+          fail("{}: not valid JSON", meta.string());
+        }
+      }
+    }
+  }
+  if (c.vocab_size == 50304 && c.eos_token_id == 50256) return "gpt2";
+  return "";
+}
+
+}  // namespace
+
+BpeTokenizer load_tokenizer(const std::string& tokenizer_spec, const LoadedModel& m) {
+  const ModelConfig& c = m.model->config();
+  std::string spec = tokenizer_spec;
+  if (spec.empty()) spec = tokenizer_from_config(m, c);
+  if (spec.empty())
+    fail("{} names no tokenizer (no tokenizer:, data.tokenizer: or dataset meta.json); pass "
+         "--tokenizer gpt2|PATH",
+         m.config_path);
+  BpeTokenizer tokenizer = BpeTokenizer::load(spec);
+  if (int64_t(tokenizer.padded_vocab_size()) != c.vocab_size ||
+      int64_t(tokenizer.eos_id()) != c.eos_token_id ||
+      int64_t(tokenizer.predict_id()) != c.predict_token_id ||
+      int64_t(tokenizer.pad_id()) != c.pad_token_id)
+    fail("tokenizer {} (V {}, EOS {}, PREDICT {}, PAD {}) does not match the model of {} "
+         "(vocab_size {}, EOS {}, PREDICT {}, PAD {})",
+         tokenizer.name(), tokenizer.padded_vocab_size(), tokenizer.eos_id(), tokenizer.predict_id(),
+         tokenizer.pad_id(), m.config_path, c.vocab_size, c.eos_token_id, c.predict_token_id,
+         c.pad_token_id);
+  return tokenizer;
+}
+
 
 }  // namespace sps::cli

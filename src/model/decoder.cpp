@@ -68,7 +68,6 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
   SPS_ASSERT(P > 0 && P <= shape_.max_prompt_tokens && P <= c.block_size);
   build_slot_layout(prompt_layout_, prompts, B, P, c, model_.family());
   cache_.clear_all();
-  fed_ = 0;
   last_step_pairs_ = 0;
   const T* W = model_.weights();
   const int64_t group = shape_.prefill_rows > 0 ? std::min(shape_.prefill_rows, B) : B;
@@ -120,7 +119,16 @@ void Decoder<T>::fork(int64_t row, const Decoder& source, int64_t source_row) {
   next_position_[row] = source.next_position_[source_row];
   last_token_[row] = source.last_token_[source_row];
   std::copy_n(source.logits_.data() + source_row * V_, V_, logits_.data() + row * V_);
-  fed_ = 0;
+}
+
+template <typename T>
+void Decoder<T>::move_row(int64_t row, int64_t from) {
+  SPS_ASSERT(0 <= row && row < shape_.batch && 0 <= from && from < shape_.batch);
+  if (row == from) return;
+  cache_.copy_sequence(row, cache_, from);
+  next_position_[row] = next_position_[from];
+  last_token_[row] = last_token_[from];
+  std::copy_n(logits_.data() + from * V_, V_, logits_.data() + row * V_);
 }
 
 template <typename T>
@@ -129,7 +137,7 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   const ParamTable& table = model_.params();
   const int64_t B = rows < 0 ? shape_.batch : rows, slots = B * K * Q_, d = d_, F = F_;
   SPS_ASSERT(B >= 1 && B <= shape_.batch);
-  SPS_ASSERT(K >= 1 && K <= shape_.max_chunk_tokens && fed_ + K <= shape_.max_new_tokens);
+  SPS_ASSERT(K >= 1 && K <= shape_.max_chunk_tokens);
   const int64_t ring_capacity = cache_.shape().ring_capacity;
   for (int64_t b = 0; b < B; ++b) {
     if (last_token_[b] == c.eos_token_id) cache_.clear(b);  // a new document starts here
@@ -137,7 +145,7 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
       const int32_t token = tokens[b * K + t];
       SPS_ASSERT(token >= 0 && token < V_ && (token != c.eos_token_id || t == K - 1));
       const int64_t pos = next_position_[b] + t;
-      SPS_ASSERT(pos < rope_positions_);
+      SPS_ASSERT(pos < rope_positions_);  // so the row's document fits the cache too
       step_tokens_[(b * K + t) * Q_] = token;
       if (Q_ == 2) step_tokens_[(b * K + t) * Q_ + 1] = c.predict_token_id;
       for (int64_t a = 0; a < Q_; ++a) step_positions_[(b * K + t) * Q_ + a] = int32_t(pos);
@@ -203,7 +211,6 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     last_token_[b] = tokens[b * K + K - 1];
   }
   ops::linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B * K, d, V_, false);
-  fed_ += K;
 }
 
 template class Decoder<float>;

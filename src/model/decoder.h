@@ -54,13 +54,18 @@ class Decoder {
 
   // Row `row` continues from row `source_row` of `source` (a decoder of the same model after
   // its prefill): its cache, next position, last token and logits become that row's, as if
-  // this decoder had prefilled its prompt. The count of fed tokens restarts at 0, so fork
-  // every row before stepping. The source's prompt must fit max_prompt_tokens. Lets the continuations
-  // of one prompt share a single prefill.
+  // this decoder had prefilled its prompt. The source's prompt must fit max_prompt_tokens.
+  // Lets the continuations of one prompt share a single prefill, and a server prefill each
+  // new request on its own while other rows keep decoding.
   void fork(int64_t row, const Decoder& source, int64_t source_row);
 
+  // Row `row` takes over row `from` of this decoder (cache, position, last token, logits), so a
+  // caller can keep its live rows in a prefix (extend feeds the first `rows` rows).
+  void move_row(int64_t row, int64_t from);
+
   // Feeds tokens[b] (ids below the vocabulary) to row b at its next position and computes the
-  // logits that predict the token after it. At most max_new_tokens tokens per prefill.
+  // logits that predict the token after it. A row's positions must stay below
+  // max_prompt_tokens + max_new_tokens (the cache's capacity).
   void step(const int32_t* tokens) { extend(tokens, 1); }
 
   // Feeds tokens[b·K .. b·K+K) to row b at its next K positions, as K steps would, and
@@ -94,7 +99,7 @@ class Decoder {
   std::vector<int64_t> ring_next_;                           // [B] ring row of the next push
   std::vector<int64_t> next_position_;                       // [B]
   std::vector<int32_t> last_token_;                          // [B] last token consumed
-  int64_t fed_ = 0, last_step_pairs_ = 0;  // tokens fed since the prefill
+  int64_t last_step_pairs_ = 0;
 };
 
 }  // namespace sps

@@ -1,0 +1,350 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "infer/text_stream.h"
+#include "util/error.h"
+#include "util/process_stats.h"
+
+namespace sps::serve {
+
+// ---- Job --------------------------------------------------------------------------------
+
+Job::Taken Job::take(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return !updates_.empty() || prompt_logprobs_ || finished_; });
+  Taken t;
+  t.updates.assign(std::make_move_iterator(updates_.begin()), std::make_move_iterator(updates_.end()));
+  updates_.clear();
+  t.prompt_logprobs = std::move(prompt_logprobs_);
+  prompt_logprobs_.reset();
+  t.finished = finished_ && updates_.empty();
+  t.cancelled = cancelled_;
+  return t;
+}
+
+void Job::cancel() {
+  cancelled_ = true;
+}
+
+void Job::post(ChoiceUpdate update) {
+  {
+    std::lock_guard lock(mutex_);
+    if (update.finished && ++choices_finished_ == n) finished_ = true;
+    updates_.push_back(std::move(update));
+  }
+  changed_.notify_all();
+}
+
+void Job::post_prompt_logprobs(std::vector<TokenLogprob> logprobs) {
+  {
+    std::lock_guard lock(mutex_);
+    prompt_logprobs_ = std::move(logprobs);
+  }
+  changed_.notify_all();
+}
+
+void Job::finish_all() {
+  {
+    std::lock_guard lock(mutex_);
+    finished_ = true;
+  }
+  changed_.notify_all();
+}
+
+// ---- Scheduler --------------------------------------------------------------------------
+
+struct Scheduler::Row {
+  std::shared_ptr<Job> job;
+  int64_t choice = 0;
+  Rng rng{0};
+  TextStream stream;
+  int64_t generated = 0;
+  int32_t next_token = 0;
+  double last_token_at = 0;
+  bool done = false;
+};
+
+Scheduler::Scheduler(Model<float>& model, const BpeTokenizer& tokenizer, SchedulerOptions options,
+                     Metrics& metrics)
+    : model_(model), tokenizer_(tokenizer), options_(options), metrics_(metrics) {
+  const ModelConfig& c = model.config();
+  SPS_ASSERT(options_.rows >= 1 && options_.context >= 1 && options_.queue_limit >= 0);
+  max_prompt_ = std::min(options_.context, c.block_size);
+  // Every row holds up to `context` positions: a prompt of at most max_prompt_ tokens, then
+  // the generated ones.
+  DecoderShape main;
+  main.batch = options_.rows;
+  main.max_prompt_tokens = max_prompt_;
+  main.max_new_tokens = options_.context - max_prompt_;
+  decoder_ = std::make_unique<Decoder<float>>(model_, main);
+  DecoderShape prefill;
+  prefill.batch = 1;
+  prefill.max_prompt_tokens = max_prompt_;
+  prefill_decoder_ = std::make_unique<Decoder<float>>(model_, prefill);
+  step_tokens_.assign(options_.rows, 0);
+  thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() { drain(std::chrono::milliseconds(0)); }
+
+bool Scheduler::submit(const std::shared_ptr<Job>& job) {
+  SPS_ASSERT(job->n >= 1 && job->n <= options_.rows && job->sampler);
+  SPS_ASSERT(!job->prompt.empty() && int64_t(job->prompt.size()) <= max_prompt_);
+  SPS_ASSERT(int64_t(job->prompt.size()) + job->max_tokens <= options_.context);
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_ || int64_t(queue_.size()) >= options_.queue_limit) return false;
+    job->submitted_at_ = now_seconds();
+    queue_.push_back(job);
+  }
+  wake_.notify_all();
+  return true;
+}
+
+void Scheduler::drain(std::chrono::milliseconds grace) {
+  std::unique_lock lock(mutex_);
+  draining_ = true;
+  wake_.notify_all();
+  // The thread signals wake_ after every turn; wait for it to go idle or the grace to pass.
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  wake_.wait_until(lock, deadline, [&] { return queue_.empty() && active_rows_ == 0; });
+  stop_ = true;
+  lock.unlock();
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Gauges Scheduler::gauges() const {
+  Gauges g;
+  {
+    std::lock_guard lock(mutex_);
+    g.queue_length = int64_t(queue_.size());
+  }
+  g.active_rows = active_rows_;
+  g.rows = options_.rows;
+  g.kv_bytes_in_use = kv_bytes_in_use_;
+  g.kv_bytes_allocated = decoder_->cache().allocated_bytes();
+  return g;
+}
+
+void Scheduler::run() {
+  while (true) {
+    std::vector<std::shared_ptr<Job>> admitted, dropped;
+    bool stopping = false;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty() || !rows_.empty(); });
+      stopping = stop_;
+      if (stopping) {
+        // Past the grace period: every job still here is cancelled.
+        for (auto& job : queue_) dropped.push_back(job);
+        queue_.clear();
+      } else {
+        // Jobs are admitted in arrival order while their choices fit the free rows and the
+        // turn's prefill budget (the first one always fits the budget).
+        int64_t free_rows = options_.rows - int64_t(rows_.size()), budget = options_.prefill_tokens_per_turn;
+        bool first = true;
+        while (!queue_.empty()) {
+          const auto& job = queue_.front();
+          if (job->cancelled()) {
+            dropped.push_back(job);
+            queue_.pop_front();
+            continue;
+          }
+          const int64_t tokens = int64_t(job->prompt.size());
+          if (job->n > free_rows || (!first && tokens > budget)) break;
+          free_rows -= job->n;
+          budget -= tokens;
+          first = false;
+          admitted.push_back(job);
+          queue_.pop_front();
+        }
+        // Counted as active while they are prefilled, so drain() does not see an idle turn.
+        active_rows_ = int64_t(rows_.size() + admitted.size());
+      }
+    }
+    for (auto& job : dropped) {
+      job->cancel();
+      job->finish_all();
+      ++metrics_.cancelled;
+    }
+    if (stopping)
+      for (Row& row : rows_) row.job->cancel();
+    for (auto& job : admitted) admit(job);
+    sample_rows();
+    retire_rows();
+    if (!rows_.empty()) {
+      for (size_t i = 0; i < rows_.size(); ++i) step_tokens_[i] = rows_[i].next_token;
+      decoder_->extend(step_tokens_.data(), 1, int64_t(rows_.size()));
+    }
+    active_rows_ = int64_t(rows_.size());
+    kv_bytes_in_use_ = decoder_->cache().used_bytes();
+    wake_.notify_all();  // drain() waits for an idle turn
+    if (stopping && rows_.empty()) {
+      std::lock_guard lock(mutex_);
+      if (queue_.empty()) break;
+    }
+  }
+}
+
+void Scheduler::admit(std::shared_ptr<Job> job) {
+  ++metrics_.completions;
+  metrics_.prompt_tokens += job->prompt.size();
+  if (job->score_prompt) score_prompt(*job);
+  if (job->max_tokens == 0) {
+    job->finish_all();
+    return;
+  }
+  const int64_t P = int64_t(job->prompt.size());
+  prefill_decoder_->prefill(job->prompt.data(), P);
+  for (int64_t i = 0; i < job->n; ++i) {
+    const int64_t r = int64_t(rows_.size());
+    decoder_->fork(r, *prefill_decoder_, 0);
+    Row row;
+    row.job = job;
+    row.choice = i;
+    row.rng = TokenSampler::row_rng(job->sampler->options().seed, i);
+    row.stream = TextStream(job->stop);
+    rows_.push_back(std::move(row));
+  }
+}
+
+// The prompt's own log-probabilities: token 0 predicted from EOS (the start of a document,
+// as `sps eval` scores a text), token i from the tokens before it. The prompt is fed in
+// extends that end at an EOS (a document may only end at an extend's last token).
+void Scheduler::score_prompt(Job& job) {
+  constexpr int64_t kChunk = 8;
+  const ModelConfig& c = model_.config();
+  if (!score_decoder_) {
+    DecoderShape shape;
+    shape.batch = 1;
+    shape.max_prompt_tokens = 1;
+    shape.max_new_tokens = max_prompt_;
+    shape.max_chunk_tokens = kChunk;
+    score_decoder_ = std::make_unique<Decoder<float>>(model_, shape);
+  }
+  const std::vector<int32_t>& p = job.prompt;
+  const int64_t n = int64_t(p.size()), V = c.vocab_size;
+  std::vector<TokenLogprob> out;
+  const int32_t eos = c.eos_token_id;
+  score_decoder_->prefill(&eos, 1);
+  out.push_back(token_logprob(score_decoder_->logits(), p[0], std::max<int64_t>(job.logprobs, 0)));
+  // Feed p[0 .. n-1) so that logits after p[i-1] score p[i].
+  for (int64_t i = 0; i + 1 < n;) {
+    int64_t K = 0;
+    while (K < kChunk && i + K + 1 < n) {
+      ++K;
+      if (p[i + K - 1] == eos) break;
+    }
+    score_decoder_->extend(p.data() + i, K);
+    for (int64_t k = 0; k < K; ++k)
+      out.push_back(token_logprob(score_decoder_->logits() + k * V, p[i + k + 1],
+                                  std::max<int64_t>(job.logprobs, 0)));
+    i += K;
+  }
+  job.post_prompt_logprobs(std::move(out));
+}
+
+TokenLogprob Scheduler::token_logprob(const float* logits, int32_t id, int64_t top) const {
+  const int64_t V = model_.config().vocab_size;
+  double max_logit = logits[0];
+  for (int64_t v = 1; v < V; ++v) max_logit = std::max(max_logit, double(logits[v]));
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(double(logits[v]) - max_logit);
+  const double log_z = max_logit + std::log(sum);
+  TokenLogprob t;
+  t.id = id;
+  t.logprob = double(logits[id]) - log_z;
+  if (top > 0) {
+    // The most likely ids a client can see: the tokenizer's ids (PREDICT and PAD lie beyond).
+    std::vector<int32_t> ids(tokenizer_.vocab_size());
+    for (size_t v = 0; v < ids.size(); ++v) ids[v] = int32_t(v);
+    const int64_t k = std::min<int64_t>(top, int64_t(ids.size()));
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int64_t j = 0; j < k; ++j) t.top.emplace_back(ids[j], double(logits[ids[j]]) - log_z);
+  }
+  return t;
+}
+
+// Every live row samples its next token from its logits row, exactly as the generator does.
+void Scheduler::sample_rows() {
+  const ModelConfig& c = model_.config();
+  const int64_t V = c.vocab_size;
+  const double now = now_seconds();
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    Row& row = rows_[r];
+    Job& job = *row.job;
+    if (job.cancelled()) {
+      row.done = true;
+      continue;
+    }
+    const float* logits = decoder_->logits() + int64_t(r) * V;
+    const int32_t token = job.sampler->sample(logits, row.rng);
+    ChoiceUpdate u;
+    u.choice = row.choice;
+    u.tokens.push_back(job.logprobs >= 0 ? token_logprob(logits, token, job.logprobs)
+                                         : TokenLogprob{token, 0, {}});
+    ++row.generated;
+    ++metrics_.generated_tokens;
+    if (row.generated == 1)
+      metrics_.time_to_first_token.observe(now - job.submitted_at_);
+    else
+      metrics_.inter_token_latency.observe(now - row.last_token_at);
+    row.last_token_at = now;
+    if (token == c.eos_token_id && job.stop_at_eos) {
+      u.reason = StopReason::eos;
+      row.done = true;
+    } else {
+      const uint32_t id = uint32_t(token);
+      u.text = row.stream.push(tokenizer_.decode({&id, 1}));
+      if (row.stream.stopped()) {
+        u.reason = StopReason::stop_string;
+        row.done = true;
+      }
+    }
+    if (!row.done && row.generated >= job.max_tokens) {
+      u.reason = StopReason::length;
+      row.done = true;
+    }
+    if (row.done) {
+      u.text += row.stream.finish();
+      u.finished = true;
+    }
+    row.next_token = token;
+    job.post(std::move(u));
+  }
+}
+
+// Finished and cancelled rows leave at once; the last live row moves into each hole so the
+// live rows stay a prefix of the decoder's rows.
+void Scheduler::retire_rows() {
+  for (size_t r = 0; r < rows_.size();) {
+    if (!rows_[r].done) {
+      ++r;
+      continue;
+    }
+    Job& job = *rows_[r].job;
+    if (job.cancelled()) {
+      // A cancelled job is over for its client: count it once, close it.
+      bool last_row_of_job = true;
+      for (size_t q = 0; q < rows_.size(); ++q)
+        if (q != r && rows_[q].job.get() == &job) last_row_of_job = false;
+      if (last_row_of_job) {
+        ++metrics_.cancelled;
+        job.finish_all();
+      }
+    }
+    const size_t last = rows_.size() - 1;
+    if (r != last) {
+      decoder_->move_row(int64_t(r), int64_t(last));
+      rows_[r] = std::move(rows_[last]);
+    }
+    rows_.pop_back();
+  }
+}
+
+}  // namespace sps::serve

@@ -1,0 +1,65 @@
+#pragma once
+// The HTTP layer of `sps serve` (cpp-httplib): OpenAI-style routes over the scheduler
+// (serve/scheduler.h), API key, body and time limits, and a graceful shutdown.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "serve/metrics.h"
+#include "serve/scheduler.h"
+#include "tokenizer/bpe.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace sps::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                     // 0: any free port (bind() says which)
+  std::string model_name = "sps";      // the id /v1/models lists and requests may name
+  std::string api_key;                 // empty: no authentication
+  SchedulerOptions scheduler;
+  size_t max_body_bytes = 1 << 20;     // larger bodies: 413
+  int read_timeout_seconds = 10;       // per read of headers or body
+  int write_timeout_seconds = 10;
+  int max_connections = 32;            // worker threads: connections served at once
+  int retry_after_seconds = 1;         // the Retry-After of a 503
+};
+
+class Server {
+ public:
+  Server(Model<float>& model, const BpeTokenizer& tokenizer, ServerOptions options);
+  ~Server();
+
+  // Binds the listening socket; returns the port. UserError if it cannot.
+  int bind();
+  // Serves until shutdown(); returns then.
+  void listen();
+  // Stops accepting completions (503), lets running ones finish for up to `grace`, cancels
+  // the rest, closes the listener. Safe from any thread, once or more.
+  void shutdown(std::chrono::milliseconds grace);
+
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  void routes();
+
+  Model<float>& model_;
+  const BpeTokenizer& tokenizer_;
+  ServerOptions options_;
+  Metrics metrics_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<uint64_t> next_id_{0};
+};
+
+// True when `given` equals `expected`, in time that depends only on their lengths.
+bool constant_time_equal(const std::string& given, const std::string& expected);
+
+}  // namespace sps::serve
