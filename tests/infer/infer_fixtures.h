@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the inference tests: a micro model over the byte tokenizer (256 byte tokens,
 // EOS 256, PREDICT 257, V 320, PAD 319), so text round-trips without tokenizer files.
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,18 @@ inline ModelConfig byte_micro_config(const std::string& family, int64_t window) 
   c.pad_token_id = 319;
   c.block_size = 16;
   return c;
+}
+
+// The `model:` section of a config.yaml for `c`, as a checkpoint folder holds it.
+inline std::string model_yaml(const ModelConfig& c) {
+  std::ostringstream y;
+  y << "model:\n  family: " << c.family << "\n  n_layer: " << c.n_layer << "\n  n_head: " << c.n_head
+    << "\n  hidden_size: " << c.hidden_size << "\n  intermediate_size: " << c.intermediate_size
+    << "\n  vocab_size: " << c.vocab_size << "\n  block_size: " << c.block_size
+    << "\n  window_size: " << c.window_size << "\n  eos_token_id: " << c.eos_token_id
+    << "\n  predict_token_id: " << c.predict_token_id << "\n  pad_token_id: " << c.pad_token_id
+    << "\n  init_std: " << c.init_std << "\n";
+  return y.str();
 }
 
 }  // namespace sps::testing

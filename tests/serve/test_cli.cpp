@@ -31,17 +31,6 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-std::string model_yaml(const ModelConfig& c) {
-  std::ostringstream y;
-  y << "model:\n  family: " << c.family << "\n  n_layer: " << c.n_layer << "\n  n_head: " << c.n_head
-    << "\n  hidden_size: " << c.hidden_size << "\n  intermediate_size: " << c.intermediate_size
-    << "\n  vocab_size: " << c.vocab_size << "\n  block_size: " << c.block_size
-    << "\n  window_size: " << c.window_size << "\n  eos_token_id: " << c.eos_token_id
-    << "\n  predict_token_id: " << c.predict_token_id << "\n  pad_token_id: " << c.pad_token_id
-    << "\n  init_std: " << c.init_std << "\n";
-  return y.str();
-}
-
 // A checkpoint folder of a byte-level micro model and its rank file.
 struct Checkpoint {
   TempDir dir;
