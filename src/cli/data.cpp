@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -40,9 +39,6 @@ void run_prepare(PrepareArgs args) {
   args.options.format = formats.at(args.format);
   args.options.dtype = args.dtype == "uint32" ? TokenDType::uint32 : TokenDType::uint16;
   std::optional<BpeTokenizer> tokenizer;  // loaded by prepare_data while it starts reading
-  // Past a file-size limit (ulimit -f), let write() fail with EFBIG, so the error is reported
-  // and the temporary files removed, instead of the process being killed.
-  std::signal(SIGXFSZ, SIG_IGN);
 
   // A progress line on a terminal only; nothing when stderr is a file or a pipe.
   const bool tty = ::isatty(STDERR_FILENO);

@@ -1,4 +1,5 @@
 // sps: one binary, one subcommand per file in src/cli/.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -6,6 +7,9 @@
 #include "util/error.h"
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f), let write() fail with EFBIG, so every command reports
+  // it and removes its temporary files, instead of being killed by SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"sps: State-Prediction Separation Transformers and their baselines"};
   app.require_subcommand(1);
   sps::cli::register_bench(app);

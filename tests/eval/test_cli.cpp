@@ -112,6 +112,7 @@ TEST(EvalCli, BadInputIsOneLineAndStatusTwo) {
   expect_one_line_error(f.base + " --tasks nonsense", "unknown task \"nonsense\"");
   expect_one_line_error(f.base + " --scoring fast --tasks piqa --task-file piqa=" + f.dir.file("bad.jsonl"),
                         "--scoring fast: expected naive or shared");
+  expect_one_line_error(f.base + " --val-tokens -5 --tasks val:" + f.dir.file("val.bin"), "--val-tokens");
 }
 
 nlohmann::json json_file(const std::string& path) {

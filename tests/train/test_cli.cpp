@@ -265,6 +265,21 @@ TEST(TrainCli, DataIdsBeyondTheTokenizerAreRefusedBeforeTheRunStarts) {
   EXPECT_FALSE(fs::exists(r.dir.file("run")));
 }
 
+// A checkpoint write that fails (here past a file-size limit, as on a full disk) stops the
+// run with one line and leaves no partial checkpoint folder behind.
+TEST(TrainCli, FailedCheckpointWriteLeavesNoTemporaryFolder) {
+  if (!testing::has_command("bash")) GTEST_SKIP() << "no bash for ulimit";
+  MicroRecipe r(8);
+  std::string err;
+  // 8 KiB per file: the metrics fit, the 22 KB weights file of the first checkpoint does not.
+  EXPECT_EQ(stderr_of("bash -c \"ulimit -f 8 && exec " + r.train("run") + "\"", &err), 2) << err;
+  EXPECT_NE(err.find("File too large"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(r.dir.file("run") + "/checkpoints")) left.push_back(entry.path().filename());
+  EXPECT_TRUE(left.empty()) << left.front();
+}
+
 TEST(TrainCli, AbsurdSizesAreRefusedWithoutAllocating) {
   MicroRecipe r(4);
   std::string out;
