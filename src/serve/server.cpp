@@ -2,8 +2,10 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <ctime>
 #include <random>
+#include <thread>
 
 #include "serve/request.h"
 #include "serve/responses.h"
@@ -79,8 +81,13 @@ void Server::listen() {
 
 void Server::shutdown(std::chrono::milliseconds grace) {
   if (shutting_down_.exchange(true)) return;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
   scheduler_->drain(grace);  // every job is now finished or cancelled
-  http_->stop();             // closes the listener; listen() returns once handlers are done
+  // Let the streams write their last events and [DONE]: httplib stops writing chunks as soon
+  // as the server stops. The writers only forward what the jobs hold, so this is short.
+  while (open_streams_ > 0 && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(1))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  http_->stop();  // closes the listener; listen() returns once handlers are done
 }
 
 void Server::routes() {
@@ -301,6 +308,7 @@ void Server::routes() {
         int64_t completion_tokens = 0;
       };
       auto state = std::make_shared<StreamState>();
+      ++open_streams_;
       state->started.assign(p->jobs.size() * n, 0);
       state->job_done.assign(p->jobs.size(), 0);
       res.set_chunked_content_provider(
@@ -351,8 +359,9 @@ void Server::routes() {
             sink.done();
             return true;
           },
-          [p](bool success) {
+          [this, p](bool success) {
             if (!success) cancel_all(p->jobs);
+            --open_streams_;
           });
     };
   };

@@ -56,6 +56,7 @@ class Server {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> shutting_down_{false};
+  std::atomic<int64_t> open_streams_{0};  // event streams not yet fully written
   std::atomic<uint64_t> next_id_{0};
 };
 

@@ -25,10 +25,15 @@ inline ModelConfig serve_config(const std::string& family) {
 
 struct ServeModel {
   ModelConfig config;
-  std::unique_ptr<Model<float>> model;
+  // `model` is served; `reference`, the same weights, computes what generating alone gives.
+  // Two objects: a model's work buffers belong to one thread, and the server's thread may
+  // still be decoding while a test computes an expected answer.
+  std::unique_ptr<Model<float>> model, reference;
   explicit ServeModel(const std::string& family, uint64_t seed = 5) : config(serve_config(family)) {
     model = std::make_unique<Model<float>>(config);
     randomize_weights(*model, seed);
+    reference = std::make_unique<Model<float>>(config);
+    randomize_weights(*reference, seed);
   }
 
   // What `sps generate` (the library it runs) gives for one prompt alone.
@@ -43,7 +48,7 @@ struct ServeModel {
     o.sampling.allowed_ids = byte_level_tokenizer().vocab_size();
     o.stop_strings = std::move(stop);
     o.stop_at_eos = stop_at_eos;
-    Generator g(*model, &byte_level_tokenizer(), o);
+    Generator g(*reference, &byte_level_tokenizer(), o);
     return g.generate({prompt})[0];
   }
 };

@@ -221,7 +221,7 @@ TEST(Scheduler, PromptScoresEqualEvalLogLikelihoods) {
     eval::Request whole;
     whole.continuation = prompt;
     requests.push_back(whole);
-    const auto scores = eval::score_requests(*m.model, requests, 4);
+    const auto scores = eval::score_requests(*m.reference, requests, 4);
     double sum = 0;
     for (size_t i = 0; i < prompt.size(); ++i) {
       const auto& t = got.prompt_logprobs[i];

@@ -174,7 +174,7 @@ TEST(Server, EchoWithNoTokensScoresThePrompt) {
   EXPECT_EQ(lp["text_offset"][4], 4);
   eval::Request whole;
   whole.continuation = byte_ids("The quick fox");
-  const double want = eval::score_requests(*m.model, {whole}, 1)[0].loglik;
+  const double want = eval::score_requests(*m.reference, {whole}, 1)[0].loglik;
   double sum = 0;
   for (const json& x : lp["token_logprobs"]) sum += x.get<double>();
   EXPECT_NEAR(sum, want, 1e-3);
