@@ -27,7 +27,7 @@ std::vector<std::string> rolling_cases() {
 class RollingGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (!golden_available()) GTEST_SKIP() << "no golden vectors at " << kGoldenDir;
+    SPS_REQUIRE_GOLDEN();
   }
   template <typename T>
   void check(double tol) {

@@ -11,18 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "golden_set.h"
 #include "model/config.h"
 #include "util/safetensors.h"
 
 namespace sps::testing {
 
-inline const std::string kGoldenDir = std::string(SPS_SOURCE_DIR) + "/../shared/golden";
-
 inline const std::vector<std::string> kGoldenCases = {
     "standard_w0", "sps_w0", "sps_w2", "sps_w12", "reverse_sps_w2", "delayed_state_w2",
     "sps_w2_omega3"};
-
-inline bool golden_available() { return std::filesystem::exists(kGoldenDir + "/cases.json"); }
 
 inline nlohmann::json golden_cases_json() {
   std::ifstream in(kGoldenDir + "/cases.json");

@@ -13,7 +13,7 @@ namespace {
 class EngineGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (!golden_available()) GTEST_SKIP() << "no golden vectors at " << kGoldenDir;
+    SPS_REQUIRE_GOLDEN();
   }
 
   template <typename T>

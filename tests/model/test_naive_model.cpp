@@ -11,13 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "golden_set.h"
 #include "naive_model.h"
 #include "util/safetensors.h"
 
 namespace sps::testing {
 namespace {
-
-const std::string kGoldenDir = SPS_SOURCE_DIR "/../shared/golden";
 
 double rel_err(double got, double want) {
   return std::abs(got - want) / std::max(std::abs(want), 1e-300);
@@ -73,8 +72,7 @@ std::vector<int32_t> to_tokens(const std::vector<double>& v) {
 class NaiveGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kGoldenDir + "/cases.json"))
-      GTEST_SKIP() << "golden vectors not found at " << kGoldenDir;
+    SPS_REQUIRE_GOLDEN();
     all_ = load_cases();
     bool found = false;
     for (const auto& e : all_.at("cases"))

@@ -9,10 +9,12 @@
 
 #include "util/error.h"
 #include "util/temp_dir.h"
+#include "golden_set.h"
 
 namespace sps {
 namespace {
 
+using sps::testing::kGoldenDir;
 using sps::testing::read_whole_file;
 using sps::testing::TempDir;
 using sps::testing::write_whole_file;
@@ -405,8 +407,8 @@ TEST(Safetensors, FileErrorsNameThePath) {
 }
 
 TEST(Safetensors, GoldenFilesParse) {
-  const std::filesystem::path golden = SPS_SOURCE_DIR "/../shared/golden";
-  if (!std::filesystem::is_directory(golden)) GTEST_SKIP() << "no golden folder at " << golden;
+  SPS_REQUIRE_GOLDEN();
+  const std::filesystem::path golden = kGoldenDir;
   size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(golden)) {
     if (entry.path().extension() != ".safetensors") continue;
