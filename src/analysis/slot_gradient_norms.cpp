@@ -20,7 +20,7 @@ template <typename T>
 SlotGradientNorms<T>::SlotGradientNorms(const Model<T>& model, int64_t batch, int64_t tokens)
     : tokens_(tokens),
       streams_(model.family().streams()),
-      readout_stream_(model.family().interleaved ? int64_t(model.family().readout_slot) : 0),
+      readout_stream_(model.family().readout_stream()),
       block_squared_(size_t(batch * model.family().streams() * tokens), 0.0),
       readout_squared_(block_squared_.size(), 0.0) {}
 

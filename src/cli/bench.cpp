@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/model_files.h"
 #include "model/config.h"
+#include "model/family.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -60,8 +61,7 @@ void register_bench(CLI::App& app) {
   auto* generate = bench->add_subcommand(
       "generate", "cached generation, the paper's protocol: prefill + decode for each family");
   static std::vector<std::string> gen_configs, gen_checkpoints, gen_overrides;
-  static std::vector<std::string> gen_families = {"standard", "sps", "reverse_sps",
-                                                  "delayed_state", "2x_memory"};
+  static std::vector<std::string> gen_families = family_names();
   static GenerateBenchOptions gen;
   static bool gen_paper = false;
   generate->add_option("--config", gen_configs,
@@ -69,8 +69,8 @@ void register_bench(CLI::App& app) {
   generate->add_option("--checkpoint", gen_checkpoints,
                        "checkpoint folder(s), or run folder(s) (their newest checkpoint), each as trained");
   generate->add_option("--families", gen_families,
-                       "for --config: standard,sps,reverse_sps,delayed_state,2x_memory (sps with "
-                       "w >= every position)")
+                       fmt::format("for --config: {} (2x_memory: sps with w >= every position)",
+                                   fmt::join(family_names(), ",")))
       ->delimiter(',');
   generate->add_option("overrides", gen_overrides, "model.key=value overrides for --config");
   generate->add_option("--prompt-tokens", gen.prompt_tokens, "P, prompt tokens per row")
@@ -108,20 +108,14 @@ void register_bench(CLI::App& app) {
     for (const std::string& path : gen_configs) {
       const ModelConfig base = load_model_config(path, gen_overrides);
       for (const std::string& name : gen_families) {
+        const FamilyEntry& entry = family_entry(name, "--families");
         GenerateBenchModel m;
         m.config = base;
-        if (name == "2x_memory") {
-          m.config.family = "sps";
-          m.config.window_size =
-              std::max(base.block_size, gen.prompt_tokens + gen.new_tokens);
-          m.label = "2x_memory";
-        } else {
-          if (name != "standard" && name != "sps" && name != "reverse_sps" && name != "delayed_state")
-            fail("--families: unknown family '{}' (standard, sps, reverse_sps, delayed_state, "
-                 "2x_memory)", name);
-          m.config.family = name;
-          m.label = name == "standard" ? name : fmt::format("{} w={}", name, base.window_size);
-        }
+        m.config.family = entry.model_family;
+        if (entry.window == WindowRule::every_position)
+          m.config.window_size = std::max(base.block_size, gen.prompt_tokens + gen.new_tokens);
+        m.label = entry.window == WindowRule::swept ? fmt::format("{} w={}", name, base.window_size)
+                                                    : name;
         if (gen_configs.size() > 1)
           m.label = std::filesystem::path(path).stem().string() + " " + m.label;
         gen.models.push_back(m);

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/family.h"
 #include "train/train_config.h"
 #include "util/error.h"
 #include "util/yaml_config.h"
@@ -22,12 +23,6 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> kMatrixKeys = {"recipe", "families", "windows", "seeds", "scales",
                                               "tokens", "overrides", "eval",  "bench", "parallel"};
-const std::vector<std::string> kFamilies = {"standard", "sps", "reverse_sps", "delayed_state",
-                                            "2x_memory"};
-
-bool windowed(const std::string& family) {
-  return family == "sps" || family == "reverse_sps" || family == "delayed_state";
-}
 
 YAML::Node sequence(const YAML::Node& root, const char* key, const std::string& source,
                     bool required) {
@@ -128,16 +123,20 @@ ExperimentMatrix parse_matrix(const std::string& text, const std::string& source
   const std::string recipe = yaml_string(root["recipe"], source, "recipe");
   m.recipe = (fs::path(source).parent_path() / recipe).lexically_normal().string();
   m.families = strings(root, "families", source, true);
-  for (const auto& f : m.families)
-    if (std::find(kFamilies.begin(), kFamilies.end(), f) == kFamilies.end())
-      fail("{}: families: '{}': expected one of {}", source, f, fmt::join(kFamilies, ", "));
+  for (const auto& f : m.families) {
+    try {
+      family_entry(f, "families");
+    } catch (const UserError& e) {
+      fail("{}: {}", source, e.what());
+    }
+  }
   check_distinct(m.families, "families", source);
   m.scales = strings(root, "scales", source, true);
   for (const auto& s : m.scales) check_scale_name(s, source);
   check_distinct(m.scales, "scales", source);
   m.seeds = integers(root, "seeds", source, true, 0);
   check_distinct(m.seeds, "seeds", source);
-  const bool needs_windows = std::any_of(m.families.begin(), m.families.end(), windowed);
+  const bool needs_windows = std::any_of(m.families.begin(), m.families.end(), window_is_swept);
   m.windows = integers(root, "windows", source, needs_windows, 0);
   check_distinct(m.windows, "windows", source);
   if (!needs_windows && !m.windows.empty())
@@ -185,12 +184,13 @@ std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& m) {
         m.tokens.empty() ? std::vector<int64_t>{scale_config.training.max_tokens} : m.tokens;
     for (const int64_t budget : tokens) {
       for (const auto& family : m.families) {
+        const FamilyEntry& entry = family_entry(family, "families");
         std::vector<int64_t> windows = m.windows;
-        if (family == "standard") windows = {0};
-        if (family == "2x_memory") windows = {scale_config.model.block_size};
+        if (entry.window == WindowRule::none) windows = {0};
+        if (entry.window == WindowRule::every_position) windows = {scale_config.model.block_size};
         for (const int64_t window : windows) {
           std::string group = scale + "_" + family;
-          if (windowed(family)) group += fmt::format("_w{}", window);
+          if (entry.window == WindowRule::swept) group += fmt::format("_w{}", window);
           if (m.tokens.size() > 1) group += fmt::format("_{}", token_label(budget));
           for (const int64_t seed : m.seeds) {
             PlannedRun run;
@@ -206,8 +206,9 @@ std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& m) {
             for (const auto& scoped : m.scoped_overrides)
               if (in_scope(scoped.scales, scale) && in_scope(scoped.families, family))
                 run.overrides.insert(run.overrides.end(), scoped.set.begin(), scoped.set.end());
-            run.overrides.push_back("model.family=" + std::string(family == "2x_memory" ? "sps" : family));
-            if (family != "standard") run.overrides.push_back(fmt::format("model.window_size={}", window));
+            run.overrides.push_back("model.family=" + entry.model_family);
+            if (entry.window != WindowRule::none)
+              run.overrides.push_back(fmt::format("model.window_size={}", window));
             if (!m.tokens.empty()) run.overrides.push_back(fmt::format("training.max_tokens={}", budget));
             run.overrides.push_back(fmt::format("training.seed={}", seed));
             try {

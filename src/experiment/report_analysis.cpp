@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "model/family.h"
+
 namespace sps::report {
 
 namespace {
@@ -21,9 +23,7 @@ int scale_rank(const std::string& scale) {
   return rank_in({"micro", "tiny", "xs", "s", "m", "l", "xl"}, scale);
 }
 
-int family_rank(const std::string& family) {
-  return rank_in({"standard", "2x_memory", "delayed_state", "reverse_sps", "sps"}, family);
-}
+int family_rank(const std::string& family) { return rank_in(family_names(), family); }
 
 // Mean of the runs' values that are present.
 template <typename Field>
@@ -81,8 +81,7 @@ void run_seed_tests(Cohort& c, double alpha, double margin) {
     if (s.family != "sps") continue;
     for (const GroupSummary& other : c.groups) {
       // Families with a window are compared at sps's window: across windows is the ablation.
-      const bool windowless = other.family == "standard" || other.family == "2x_memory";
-      if (other.family == "sps" || (!windowless && other.window != s.window)) continue;
+      if (other.family == "sps" || (window_is_swept(other.family) && other.window != s.window)) continue;
       if (s.runs.size() < 2 || other.runs.size() < 2) {
         c.untested.push_back(group_label(s) + " vs " + group_label(other));
         continue;
@@ -103,7 +102,7 @@ void run_seed_tests(Cohort& c, double alpha, double margin) {
 }  // namespace
 
 std::string group_label(const GroupSummary& group) {
-  if (group.family == "standard" || group.family == "2x_memory") return group.family;
+  if (!window_is_swept(group.family)) return group.family;
   return group.family + " w" + std::to_string(group.window);
 }
 

@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "model/family.h"
+
 namespace sps::report {
 
 namespace {
@@ -48,7 +50,7 @@ std::vector<int64_t> interleaved_windows(const std::vector<const Cohort*>& cohor
   std::set<int64_t> windows;
   for (const Cohort* c : cohorts)
     for (const GroupSummary& g : c->groups)
-      if (g.family != "standard" && g.family != "2x_memory") windows.insert(g.window);
+      if (window_is_swept(g.family)) windows.insert(g.window);
   return {windows.begin(), windows.end()};
 }
 
@@ -70,14 +72,10 @@ Figure val_nll_figure(const Cohort& c) {
   return f;
 }
 
-bool interleaved_ablation_family(const std::string& family) {
-  return family == "sps" || family == "delayed_state" || family == "reverse_sps";
-}
-
 std::optional<Figure> window_figure(const Cohort& c) {
   std::map<std::string, std::set<int64_t>> windows_of_family;
   for (const GroupSummary& g : c.groups)
-    if (interleaved_ablation_family(g.family)) windows_of_family[g.family].insert(g.window);
+    if (window_is_swept(g.family)) windows_of_family[g.family].insert(g.window);
   std::set<int64_t> windows;
   std::vector<std::string> families;
   for (const auto& [family, family_windows] : windows_of_family) {

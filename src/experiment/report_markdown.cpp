@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "experiment/report_content.h"
+#include "model/family.h"
 
 namespace sps::report {
 
@@ -37,7 +38,8 @@ std::string tokens(double n) {
 }
 
 std::string window_cell(const GroupSummary& g) {
-  return g.family == "standard" ? kMissing : std::to_string(g.window);
+  return family_entry(g.family, "family").window == WindowRule::none ? kMissing
+                                                                      : std::to_string(g.window);
 }
 
 std::string reach_cell(const GroupSummary& g, const Cohort& c) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/family.h"
 #include "util/error.h"
 
 namespace sps {
@@ -16,8 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::vector<std::string> kFamilies = {"standard", "sps", "reverse_sps", "delayed_state",
-                                            "2x_memory"};
 const std::vector<std::string> kStatuses = {"pending",      "training", "evaluating",
                                             "benchmarking", "done",     "failed"};
 
@@ -156,7 +155,7 @@ RunRecord read_run_record(const std::string& path) {
     if (!o.is_string()) fail("{}: field \"overrides\" must be a list of strings", path);
     r.overrides.push_back(o.get<std::string>());
   }
-  check_one_of(r.family, kFamilies, "family", path);
+  check_one_of(r.family, family_names(), "family", path);
   check_one_of(r.status, kStatuses, "status", path);
   return r;
 }

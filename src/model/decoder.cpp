@@ -21,9 +21,9 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape) : model_(model),
   H_ = c.n_head;
   D_ = c.head_dim();
   L_ = c.n_layer;
-  persistent_row_ = family.interleaved ? int64_t(family.persistent_slot) : 0;
+  persistent_row_ = family.persistent_stream();
   window_row_ = 1 - persistent_row_;
-  readout_row_ = family.interleaved ? int64_t(family.readout_slot) : 0;
+  readout_row_ = family.readout_stream();
 
   // A document never holds more than the longest prompt plus the tokens fed after it, and
   // no position exceeds that count either.

@@ -1,7 +1,13 @@
 #pragma once
 // A family is data: whether slots are interleaved, which slot's keys persist, and which
 // slot the logits are read at. Window and ω come from the config.
+//
+// The registry below is every family name a command accepts, one row each: the four model
+// families and `2x_memory`, the paper's baseline that is sps with a window covering every
+// position. Adding a family is one row here (and one in family_by_name for a new mask).
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sps {
 
@@ -14,9 +20,36 @@ struct Family {
   Slot readout_slot = Slot::input;
 
   int streams() const { return interleaved ? 2 : 1; }
+  // The row of a position's slot pair that holds the persistent keys, and the one whose
+  // output the logits read (0 in a family with one slot per position).
+  int64_t persistent_stream() const { return interleaved ? int64_t(persistent_slot) : 0; }
+  int64_t readout_stream() const { return interleaved ? int64_t(readout_slot) : 0; }
 };
 
 // standard | sps | reverse_sps | delayed_state; throws UserError for another name.
 Family family_by_name(const std::string& name);
+
+// Where a study's family gets its window.
+enum class WindowRule {
+  none,            // standard: every position sees every earlier one
+  swept,           // the window the recipe or matrix gives
+  every_position,  // w ≥ every position (2x_memory): the prediction stream sees all of it
+};
+
+struct FamilyEntry {
+  std::string name;          // as recipes, matrices, run records and reports spell it
+  std::string model_family;  // the Family the model is built as
+  WindowRule window = WindowRule::none;
+};
+
+// Every entry, in the order tables list them: standard first, sps last.
+const std::vector<FamilyEntry>& family_registry();
+// The entry named `name`; throws UserError "{what}: '{name}': expected one of …".
+const FamilyEntry& family_entry(const std::string& name, const std::string& what);
+// Whether studies sweep the window of the family named `name` (sps, reverse_sps,
+// delayed_state); throws like family_entry for an unknown name.
+bool window_is_swept(const std::string& name);
+// The registry's names, in its order.
+std::vector<std::string> family_names();
 
 }  // namespace sps

@@ -195,7 +195,7 @@ ops::AttentionLayout Model<T>::attention_layout() const {
   attn.batch = batch_;
   attn.tokens = tokens_;
   attn.streams = family_.streams();
-  attn.persistent_stream = family_.interleaved ? int64_t(family_.persistent_slot) : 0;
+  attn.persistent_stream = family_.persistent_stream();
   attn.window = config_.window_size;
   attn.persistent_window = config_.persistent_key_window;
   attn.heads = config_.n_head;
@@ -286,7 +286,7 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
                        const ForwardOptions& options, const BackwardOptions<T>& backward_options) {
   const int64_t B = batch_, T_ = tokens_, S = layout_.slots();
   const int64_t d = config_.hidden_size, V = config_.vocab_size;
-  const int64_t readout_stream = family_.interleaved ? int64_t(family_.readout_slot) : 0;
+  const int64_t readout_stream = family_.readout_stream();
   const T* W = weights_.data();
   const T* E = W + table_.wte();
   for (int64_t b = 0; b < B; ++b) {
@@ -327,7 +327,7 @@ void Model<T>::backward_layers(GradientObserver<T>* observer) {
   const int64_t B = batch_, T_ = tokens_, S = layout_.slots(), rows = B * S;
   const int64_t d = config_.hidden_size, F = config_.intermediate_size;
   const int64_t H = config_.n_head, D = config_.head_dim();
-  const int64_t readout_stream = family_.interleaved ? int64_t(family_.readout_slot) : 0;
+  const int64_t readout_stream = family_.readout_stream();
   const T* W = weights_.data();
   T* G = grads_.data();
   const int32_t* pos = slot_positions_.data();

@@ -63,6 +63,35 @@ TEST(Family, TableOfSpec) {
   EXPECT_EQ(delayed.readout_slot, Slot::predict);
   EXPECT_FALSE(family_by_name("standard").interleaved);
   EXPECT_THROW(family_by_name("sps2"), UserError);
+  // Rows within a position's slot pair; a one-slot family has only row 0.
+  EXPECT_EQ(sps.persistent_stream(), 0);
+  EXPECT_EQ(sps.readout_stream(), 1);
+  EXPECT_EQ(rev.persistent_stream(), 1);
+  EXPECT_EQ(rev.readout_stream(), 0);
+  EXPECT_EQ(delayed.persistent_stream(), 1);
+  EXPECT_EQ(delayed.readout_stream(), 1);
+  EXPECT_EQ(family_by_name("standard").persistent_stream(), 0);
+  EXPECT_EQ(family_by_name("standard").readout_stream(), 0);
+}
+
+TEST(FamilyRegistry, EveryEntryBuildsAModelAndTablesListStandardFirst) {
+  const std::vector<std::string> names = family_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"standard", "2x_memory", "delayed_state",
+                                             "reverse_sps", "sps"}));
+  for (const FamilyEntry& e : family_registry()) EXPECT_NO_THROW(family_by_name(e.model_family));
+  const FamilyEntry& double_memory = family_entry("2x_memory", "families");
+  EXPECT_EQ(double_memory.model_family, "sps");
+  EXPECT_EQ(double_memory.window, WindowRule::every_position);
+  EXPECT_EQ(family_entry("standard", "families").window, WindowRule::none);
+  EXPECT_TRUE(window_is_swept("reverse_sps"));
+  EXPECT_FALSE(window_is_swept("2x_memory"));
+  try {
+    family_entry("gpt", "--families");
+    ADD_FAILURE() << "no error for an unknown family";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "--families: 'gpt': expected one of standard, 2x_memory, "
+                           "delayed_state, reverse_sps, sps");
+  }
 }
 
 }  // namespace
