@@ -83,60 +83,11 @@ class ProgressBar {
   Clock::time_point t0_;
 };
 
-struct Loaded {
-  std::unique_ptr<Model<float>> model;
-  std::string config_path, weights_path;
-  YAML::Node doc;
-};
-
-Loaded load_model(const EvalArgs& a) {
-  Loaded m;
-  const ModelFiles files = resolve_model_files(a.checkpoint, a.weights, a.config);
-  m.weights_path = files.weights_path;
-  m.config_path = files.config_path;
-  m.doc = load_yaml_file(m.config_path);
-  const ModelConfig config = load_model_config(m.config_path, {});
-  m.model = std::make_unique<Model<float>>(config);
-  load_weights(m.weights_path, m.model->params(), m.model->weights());
-  return m;
-}
-
-// The recipe's data and validation settings when the config is a whole training recipe.
-std::unique_ptr<TrainConfig> recipe_of(const Loaded& m) {
-  try {
-    return std::make_unique<TrainConfig>(load_train_config(m.config_path, {}));
-  } catch (const UserError&) {
-    return nullptr;
-  }
-}
-
-BpeTokenizer load_tokenizer(const EvalArgs& a, const Loaded& m, const TrainConfig* recipe) {
-  std::string spec = a.tokenizer;
-  if (spec.empty() && m.doc["tokenizer"] && m.doc["tokenizer"].IsScalar())
-    spec = m.doc["tokenizer"].Scalar();
-  if (spec.empty() && m.doc["data"] && m.doc["data"]["tokenizer"] &&
-      m.doc["data"]["tokenizer"].IsScalar())
-    spec = m.doc["data"]["tokenizer"].Scalar();
-  if (spec.empty() && recipe && !recipe->data.dataset.empty()) {
-    const fs::path meta = fs::path(recipe->data.dataset) / "meta.json";
-    std::ifstream in(meta);
-    if (in) {
-      const auto j = nlohmann::json::parse(in, nullptr, false);
-      if (!j.is_discarded() && j.contains("tokenizer") && j["tokenizer"].is_object() &&
-          j["tokenizer"].contains("name") && j["tokenizer"]["name"].is_string())
-        spec = j["tokenizer"]["name"].get<std::string>();
-    }
-  }
-  if (spec.empty()) spec = "gpt2";
-  BpeTokenizer tok = BpeTokenizer::load(spec);
-  const ModelConfig& c = m.model->config();
-  if (int64_t(tok.padded_vocab_size()) != c.vocab_size || int64_t(tok.eos_id()) != c.eos_token_id ||
-      int64_t(tok.pad_id()) != c.pad_token_id)
-    fail("tokenizer {} (V {}, EOS {}, PAD {}) does not match the model of {} (V {}, EOS {}, PAD "
-         "{}); pass --tokenizer",
-         tok.name(), tok.padded_vocab_size(), tok.eos_id(), tok.pad_id(), m.config_path,
-         c.vocab_size, c.eos_token_id, c.pad_token_id);
-  return tok;
+// The recipe's data and validation settings when the config is a whole training recipe; a
+// bare model config has none, and a recipe with an error is reported, not ignored.
+std::unique_ptr<TrainConfig> recipe_of(const LoadedModel& m) {
+  if (!m.config_doc["training"] && !m.config_doc["data"]) return nullptr;
+  return std::make_unique<TrainConfig>(load_train_config(m.config_path, {}));
 }
 
 struct ValResult {
@@ -267,12 +218,12 @@ void run_eval(const EvalArgs& a) {
     if (!task_files.count(t)) fail("task {} needs its file: --task-file {}=PATH", t, t);
   }
 
-  Loaded m = load_model(a);
+  const LoadedModel m = load_model(a.checkpoint, a.weights, a.config);
   Model<float>& model = *m.model;
   const auto recipe = recipe_of(m);
   std::unique_ptr<BpeTokenizer> tokenizer;
   const auto tok = [&]() -> const BpeTokenizer& {
-    if (!tokenizer) tokenizer = std::make_unique<BpeTokenizer>(load_tokenizer(a, m, recipe.get()));
+    if (!tokenizer) tokenizer = std::make_unique<BpeTokenizer>(load_tokenizer(a.tokenizer, m));
     return *tokenizer;
   };
 

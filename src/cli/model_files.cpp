@@ -76,7 +76,7 @@ LoadedModel load_model(const std::string& checkpoint, const std::string& weights
                        const std::string& config_file) {
   LoadedModel m;
   const ModelFiles files = resolve_model_files(checkpoint, weights, config_file);
-  const std::string& weights_path = files.weights_path;
+  const std::string& weights_path = m.weights_path = files.weights_path;
   m.config_path = files.config_path;
   m.config_doc = load_yaml_file(m.config_path);
   const ModelConfig config = load_model_config(m.config_path, {});
@@ -101,7 +101,7 @@ LoadedModel load_model(const std::string& checkpoint, const std::string& weights
         fail("{}: special ids (EOS {}, PREDICT {}, PAD {}) differ from {} (EOS {}, PREDICT {}, PAD {})",
              weights_path, there.eos_token_id, there.predict_token_id, there.pad_token_id,
              m.config_path, config.eos_token_id, config.predict_token_id, config.pad_token_id);
-      if (there.window_size != config.window_size && config.family != "standard")
+      if (there.window_size != config.window_size && family_by_name(config.family).interleaved)
         std::fprintf(stderr, "sps: note: %s was trained with window_size %lld, generating with %lld\n",
                      weights_path.c_str(), (long long)there.window_size,
                      (long long)config.window_size);

@@ -23,7 +23,7 @@ ModelFiles resolve_model_files(const std::string& checkpoint, const std::string&
 // weights were saved with must agree with the config (UserError otherwise).
 struct LoadedModel {
   std::unique_ptr<Model<float>> model;
-  std::string config_path;
+  std::string config_path, weights_path;
   YAML::Node config_doc;  // the whole config file, for the tokenizer it names
 };
 LoadedModel load_model(const std::string& checkpoint, const std::string& weights,
