@@ -17,9 +17,12 @@
 #include "data_fixtures.h"
 #include "util/error.h"
 #include "util/writer_lock.h"
+#include "util/user_error.h"
 
 namespace sps {
 namespace {
+
+using testing::error_of;
 
 using testing::TempDir;
 using testing::write_whole_file;
@@ -28,15 +31,6 @@ namespace fs = std::filesystem;
 
 nlohmann::json read_meta(const std::string& folder) {
   return nlohmann::json::parse(testing::read_whole_file(folder + "/meta.json"));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 PrepareOptions options_for(std::vector<std::string> inputs, std::string out) {

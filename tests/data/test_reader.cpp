@@ -7,9 +7,12 @@
 #include "data/document_reader.h"
 #include "data_fixtures.h"
 #include "util/error.h"
+#include "util/user_error.h"
 
 namespace sps {
 namespace {
+
+using testing::error_of;
 
 using testing::TempDir;
 
@@ -19,15 +22,6 @@ std::string read_all(std::unique_ptr<ByteStream> stream) {
   size_t n;
   while ((n = stream->read(buffer, sizeof buffer)) > 0) out.append(buffer, n);
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 std::vector<RawDocument> split_all(std::string bytes, std::string name, InputFormat format,

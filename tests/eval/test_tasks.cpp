@@ -11,6 +11,7 @@
 #include "eval_fixtures.h"
 #include "util/error.h"
 #include "util/temp_dir.h"
+#include "util/user_error.h"
 
 namespace sps::testing {
 namespace {
@@ -178,15 +179,6 @@ TEST(TaskFiles, SchemasOfPiqaSciq) {
   EXPECT_EQ(sciq.items[0].context, "Facts.\nQuestion: Q?\nAnswer:");
   EXPECT_EQ(sciq.items[0].continuations.back(), " ok");
   EXPECT_EQ(sciq.items[0].gold, 3);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(TaskFiles, BadInputIsOneClearLine) {

@@ -14,6 +14,7 @@
 #include "run_command.h"
 #include "util/temp_dir.h"
 #include "util/writer_lock.h"
+#include "experiment_fixtures.h"
 
 namespace sps::testing {
 namespace {
@@ -22,8 +23,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const std::string kSpsBinary = SPS_BINARY;
-const std::string kSource = SPS_SOURCE_DIR;
-
 // Runs the command with stderr folded into *out.
 int run(const std::string& command, std::string* out) {
   return run_command(command + " 2>&1", out);

@@ -9,13 +9,13 @@
 #include "experiment/matrix.h"
 #include "train/train_config.h"
 #include "util/error.h"
+#include "experiment_fixtures.h"
 
 namespace sps::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSource = SPS_SOURCE_DIR;
 const std::string kTinyRecipe = kSource + "/configs/experiments/tiny_standard.yaml";
 
 std::vector<PlannedRun> expand(const std::string& yaml) {

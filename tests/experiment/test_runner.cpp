@@ -10,13 +10,12 @@
 #include "tokenizer/bpe.h"
 #include "util/error.h"
 #include "util/temp_dir.h"
+#include "experiment_fixtures.h"
 
 namespace sps::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-const std::string kSource = SPS_SOURCE_DIR;
 
 ExperimentMatrix two_run_matrix(const std::string& extra = "") {
   return parse_matrix("recipe: ../configs/experiments/tiny_standard.yaml\nscales: [tiny]\n"

@@ -12,7 +12,7 @@ namespace {
 
 enum SlotKind { kInput = 0, kPredict = 1 };
 
-struct Slot {
+struct NaiveSlot {
   int64_t token_index;  // i
   int kind;             // kInput or kPredict (standard: always kInput)
   int32_t token;        // x_i or PREDICT
@@ -68,14 +68,14 @@ void rope(double* v, int64_t D, int64_t pos, double theta) {
 double silu(double z) { return z / (1.0 + std::exp(-z)); }
 
 // The family's three choices (SPEC §3).
-struct Family {
+struct NaiveFamily {
   bool interleaved = false;
   int persistent = kInput;  // which slot kind is persistent
   int readout = kInput;     // which slot kind the logits are read at
 };
 
-Family family_of(const std::string& name) {
-  Family f;
+NaiveFamily family_of(const std::string& name) {
+  NaiveFamily f;
   if (name == "standard") {
     f.interleaved = false;
     f.persistent = kInput;
@@ -99,7 +99,7 @@ Family family_of(const std::string& name) {
 }
 
 // One row: slots in flat interleaved order, positions and documents per SPEC §3–§4.
-std::vector<Slot> build_slots(const ModelConfig& cfg, const Family& fam, const int32_t* x,
+std::vector<NaiveSlot> build_slots(const ModelConfig& cfg, const NaiveFamily& fam, const int32_t* x,
                               int64_t T) {
   // Positions: counted from 0 at the first real (non-PAD) token. Leading PADs get 0.
   int64_t first_real = T;
@@ -121,7 +121,7 @@ std::vector<Slot> build_slots(const ModelConfig& cfg, const Family& fam, const i
     }
     pos[i] = i >= first_real ? i - first_real : 0;
   }
-  std::vector<Slot> slots;
+  std::vector<NaiveSlot> slots;
   for (int64_t i = 0; i < T; ++i) {
     slots.push_back({i, kInput, x[i], pos[i], doc[i]});
     if (fam.interleaved) slots.push_back({i, kPredict, cfg.predict_token_id, pos[i], doc[i]});
@@ -130,7 +130,7 @@ std::vector<Slot> build_slots(const ModelConfig& cfg, const Family& fam, const i
 }
 
 // SPEC §4, written out literally.
-bool visible(const ModelConfig& cfg, const Family& fam, const Slot& q, const Slot& k) {
+bool visible(const ModelConfig& cfg, const NaiveFamily& fam, const NaiveSlot& q, const NaiveSlot& k) {
   int64_t i = q.token_index, j = k.token_index;
   int a = q.kind, b = k.kind;
   bool causal = j < i || (j == i && b <= a);
@@ -148,7 +148,7 @@ bool visible(const ModelConfig& cfg, const Family& fam, const Slot& q, const Slo
 NaiveOutput naive_forward(const ModelConfig& cfg, const NamedWeights& w,
                           const std::vector<int32_t>& x, const std::vector<int32_t>& y,
                           int64_t B, int64_t T) {
-  const Family fam = family_of(cfg.family);
+  const NaiveFamily fam = family_of(cfg.family);
   const int64_t d = cfg.hidden_size, H = cfg.n_head, D = d / H, F = cfg.intermediate_size,
                 V = cfg.vocab_size, L = cfg.n_layer;
   if (static_cast<int64_t>(x.size()) != B * T || static_cast<int64_t>(y.size()) != B * T)
@@ -166,7 +166,7 @@ NaiveOutput naive_forward(const ModelConfig& cfg, const NamedWeights& w,
 
   for (int64_t bi = 0; bi < B; ++bi) {
     const int32_t* xr = x.data() + bi * T;
-    std::vector<Slot> slots = build_slots(cfg, fam, xr, T);
+    std::vector<NaiveSlot> slots = build_slots(cfg, fam, xr, T);
     const int64_t n = static_cast<int64_t>(slots.size());
 
     std::vector<std::vector<bool>> vis(n, std::vector<bool>(n, false));

@@ -11,21 +11,15 @@
 #include "train/train_config.h"
 #include "util/error.h"
 #include "util/temp_dir.h"
+#include "util/user_error.h"
 
 namespace sps {
 namespace {
 
+using testing::error_of;
+
 namespace fs = std::filesystem;
 const std::string kExperiments = std::string(SPS_SOURCE_DIR) + "/configs/experiments/";
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Recipes, EveryPaperRunIsThere) {
   std::vector<std::string> names;

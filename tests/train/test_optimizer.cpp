@@ -7,25 +7,10 @@
 #include "train/optimizer.h"
 #include "util/error.h"
 #include "util/temp_dir.h"
+#include "train_fixtures.h"
 
 namespace sps {
 namespace {
-
-ModelConfig micro() {
-  ModelConfig c;
-  c.family = "sps";
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.vocab_size = 64;
-  c.block_size = 12;
-  c.window_size = 2;
-  c.eos_token_id = 60;
-  c.predict_token_id = 61;
-  c.pad_token_id = 63;
-  return c;
-}
 
 // Two steps by hand (lr 0.1, λ 0.1, β 0.9/0.95, ε 1e-8, w0 = 1):
 // step 1, g = 0.5: m = 0.05, v = 0.0125, m̂ = 0.5, √v̂ = 0.5;
@@ -33,7 +18,7 @@ ModelConfig micro() {
 // step 2, g = −0.25: m = 0.02, v = 0.015, m̂ = 0.02/0.19, v̂ = 0.015/0.0975;
 //   decayed 0.8542630578558273, undecayed 0.8731630578758274.
 TEST(AdamW, TwoStepsByHandDecayOnlyOnMatrices) {
-  const ModelConfig c = micro();
+  const ModelConfig c = testing::micro_model();
   ParamTable table(c);
   OptimizerSettings settings;
   settings.weight_decay = 0.1;
@@ -65,7 +50,7 @@ TEST(AdamW, TwoStepsByHandDecayOnlyOnMatrices) {
 }
 
 TEST(AdamW, FloatMatchesDouble) {
-  const ModelConfig c = micro();
+  const ModelConfig c = testing::micro_model();
   ParamTable table(c);
   AdamW a(table, OptimizerSettings{}), b(table, OptimizerSettings{});
   std::vector<float> wf(table.total()), gf(table.total());
@@ -97,7 +82,7 @@ TEST(SumSquares, SameBitsForAnyThreadCount) {
 }
 
 TEST(AdamW, StateFileRoundTrip) {
-  const ModelConfig c = micro();
+  const ModelConfig c = testing::micro_model();
   ParamTable table(c);
   AdamW a(table, OptimizerSettings{});
   std::vector<float> w(table.total(), 0.5f), g(table.total());

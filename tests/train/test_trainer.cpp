@@ -10,11 +10,13 @@
 #include "train/trainer.h"
 #include "train_fixtures.h"
 #include "util/error.h"
+#include "util/user_error.h"
 
 namespace sps {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::error_of;
 using testing::TempDir;
 
 struct MicroData {
@@ -39,15 +41,6 @@ TrainSummary run_train(const TrainConfig& config, bool resume = false, int64_t s
   options.stop_after_steps = stop_after;
   options.quiet = true;
   return train(config, *single, options);
-}
-
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Trainer, ResumedRunIsBitIdenticalToStraightRun) {
@@ -146,13 +139,13 @@ TEST(Trainer, CheckpointsHoldWhatTheyClaim) {
 TEST(Trainer, RefusesToOverwriteARunAndToResumeAnotherConfig) {
   MicroData data("sps", 10);
   run_train(data.config("run"), false, 3);
-  std::string e = user_error([&] { run_train(data.config("run")); });
+  std::string e = error_of([&] { run_train(data.config("run")); });
   EXPECT_NE(e.find("already holds a run"), std::string::npos) << e;
   EXPECT_NE(e.find("--resume"), std::string::npos) << e;
-  e = user_error([&] { run_train(data.config("run", {"model.family=delayed_state"}), true); });
+  e = error_of([&] { run_train(data.config("run", {"model.family=delayed_state"}), true); });
   EXPECT_NE(e.find("another config: model.family is sps there, delayed_state here"),
             std::string::npos) << e;
-  e = user_error([&] { run_train(data.config("run", {"training.global_batch_size=8"}), true); });
+  e = error_of([&] { run_train(data.config("run", {"training.global_batch_size=8"}), true); });
   EXPECT_NE(e.find("training.global_batch_size is 4 there, 8 here"), std::string::npos) << e;
   // Resuming with no checkpoint starts from scratch.
   EXPECT_EQ(run_train(data.config("fresh"), true, 2).step, 2);

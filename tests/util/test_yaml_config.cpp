@@ -4,22 +4,15 @@
 
 #include "util/error.h"
 #include "util/temp_dir.h"
+#include "util/user_error.h"
 
 namespace sps {
 namespace {
 
+using testing::error_of;
+
 using sps::testing::TempDir;
 using sps::testing::write_whole_file;
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UserError";
-  return "";
-}
 
 #define EXPECT_USER_ERROR(action, fragment)                               \
   do {                                                                    \
