@@ -1,5 +1,5 @@
 #pragma once
-// The token sequences the analyses run on (SPEC §9): the first `length` + 1 tokens of
+// The token sequences the analyses run on (docs/model.md §9): the first `length` + 1 tokens of
 // documents of a token file that are long enough, so every input and its target lie in one
 // document, or windows of the packed stream at seeded random starts.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Gradient routing (SPEC §9): how much of a source slot's parameter gradient comes from
+// Gradient routing (docs/model.md §9): how much of a source slot's parameter gradient comes from
 // future losses. For a target position p and a source slot s of p (standard: slot p;
 // interleaved: p's input slot and its predict slot, one stream each),
 //   ratio(k) = mean over targets p of ‖G_s(L_{p+k})‖ / ‖G_s(L_p)‖,
@@ -33,7 +33,7 @@ struct RatioCurve {
 struct StreamRouting {
   std::string name;  // standard | input | predict
   bool persistent = false, readout = false;
-  RatioCurve all;              // every parameter (SPEC §9)
+  RatioCurve all;              // every parameter (docs/model.md §9)
   RatioCurve without_readout;  // without the output norm and LM head terms
 };
 

@@ -1,6 +1,6 @@
 #pragma once
-// Persistent-window ΔNLL (SPEC §9): the same sequences scored by a model as trained and by
-// the same weights with the persistent-key window ω forced (SPEC §4), position by position:
+// Persistent-window ΔNLL (docs/model.md §9): the same sequences scored by a model as trained and by
+// the same weights with the persistent-key window ω forced (docs/model.md §4), position by position:
 // Δℓ(p) = mean NLL_forced(p) − NLL_baseline(p).
 //
 // A query at token p sees persistent keys j with p − j ≤ ω, so for p ≤ ω it sees every key
@@ -17,7 +17,7 @@ namespace sps::analysis {
 struct PersistentWindowResult {
   int64_t length = 0, omega = 0, sequences = 0;
   // Per position p in [0, length): means over the sequences whose term at p counts
-  // (x_p ∉ {EOS, PAD}, SPEC §5), and how many did.
+  // (x_p ∉ {EOS, PAD}, docs/model.md §5), and how many did.
   std::vector<double> baseline_nll, forced_nll, delta;
   std::vector<int64_t> count;
 

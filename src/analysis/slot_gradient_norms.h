@@ -1,5 +1,5 @@
 #pragma once
-// Per-slot parameter-gradient norms of one backward (SPEC §9 gradient routing). The weight
+// Per-slot parameter-gradient norms of one backward (docs/model.md §9 gradient routing). The weight
 // gradient of a layer is a sum over slots, Σ_s dout_sᵀ·in_s; the part slot s contributes has
 // Frobenius norm ‖dout_s‖·‖in_s‖ for a linear layer, ‖dout_s ⊙ x̂_s‖ for a norm gain
 // (x̂ = x·rstd) and ‖dout_s‖ for the embedding. Each layer (and each use of the tied

@@ -1,5 +1,5 @@
 #pragma once
-// `sps bench generate`: the paper's efficiency protocol (SPEC §7) on this machine. For each
+// `sps bench generate`: the paper's efficiency protocol (docs/model.md §7) on this machine. For each
 // model (a family of a config with random weights, or a checkpoint): B prompts of P tokens
 // (seeded random windows of a token file, or random ids), prefill + greedy decode to N new
 // tokens (EOS, PAD and PREDICT never chosen, so every row keeps one growing document),

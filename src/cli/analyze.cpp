@@ -1,6 +1,6 @@
 // sps analyze persistent-window | gradients --checkpoint DIR [--checkpoint DIR …]
 //
-// The analyses of SPEC §9 on trained checkpoints: persistent-window ΔNLL (the same documents
+// The analyses of docs/model.md §9 on trained checkpoints: persistent-window ΔNLL (the same documents
 // with and without the persistent-key window ω) and gradient routing (future-loss gradient
 // at each stream's slots). JSON results and a gnuplot figure; see docs/analysis.md.
 #include <unistd.h>
@@ -332,7 +332,9 @@ void add_common(CLI::App* cmd, CommonArgs& a, int64_t default_count) {
 }  // namespace
 
 void register_analyze(CLI::App& app) {
-  auto* analyze = app.add_subcommand("analyze", "The analyses of the paper (SPEC §9)");
+  auto* analyze = app.add_subcommand(
+      "analyze",
+      "The paper's analyses: gradient routing and persistent-window ΔNLL (docs/model.md §9)");
   analyze->require_subcommand(1);
 
   auto* pw = analyze->add_subcommand(

@@ -90,7 +90,7 @@ void run_convert(const ConvertArgs& a) {
   if (a.to == "hf") {
     write_hf_folder(a.out, m.config, m.weights.data(), vocabulary);
     std::printf("%s: %s model -> %s (%s)\n", a.input.c_str(), m.config.family.c_str(), a.out.c_str(),
-                m.config.family == "standard" ? "LlamaForCausalLM" : "SPEC names, sps section in config.json");
+                m.config.family == "standard" ? "LlamaForCausalLM" : "reference-code parameter names, sps section in config.json");
     return;
   }
   write_gguf(a.out, m.config, m.weights.data(), vocabulary, precision,

@@ -222,7 +222,8 @@ void register_generate(CLI::App& app) {
   static GenerateArgs a;
   auto* cmd = app.add_subcommand(
       "generate",
-      "generate text with the KV cache of SPEC §7 (streams to stdout; JSONL batches; "
+      "generate text with the SPS KV cache, persistent stream + window ring (docs/model.md "
+      "§7; streams to stdout; JSONL batches; "
       "interactive on a terminal)");
   cmd->add_option("--checkpoint", a.checkpoint,
                   "checkpoint folder (model.safetensors + config.yaml), or a run folder: its "

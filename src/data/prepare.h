@@ -1,5 +1,5 @@
 #pragma once
-// `sps data prepare`: text → train.bin, val.bin, meta.json (SPEC §6).
+// `sps data prepare`: text → train.bin, val.bin, meta.json (docs/model.md §6).
 //
 // Documents (document_reader.h) are read in order by one thread and handed on in batches of
 // a few MB; each batch is parsed, split (split.h) and tokenized on `threads` threads while

@@ -1,5 +1,5 @@
 #pragma once
-// Which windows of train.bin each rank trains on (SPEC §6). A window at position p is
+// Which windows of train.bin each rank trains on (docs/model.md §6). A window at position p is
 // x = data[p, p+T), y = data[p+1, p+T+1]. Windows start at s + u·T for units
 // u = 0 … U−1, U = ⌈(N − T − s)/T⌉ (N tokens in the file, s the start offset).
 //

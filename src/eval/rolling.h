@@ -1,12 +1,12 @@
 #pragma once
-// Rolling log-likelihood of whole documents (SPEC §8) and the corpus numbers built on it.
+// Rolling log-likelihood of whole documents (docs/model.md §8) and the corpus numbers built on it.
 //
 // A document of n tokens is cut into non-overlapping scoring windows of `context` (T)
 // tokens. The first window predicts tokens [0, e) with e = min(T, n) from [EOS] +
 // tokens[0, e − 1); every later window predicting [s, e) (e = min(s + T, n)) reads the T
 // inputs tokens[e − 1 − T, e − 1), of which only the last e − s predictions are scored.
 // Every token is scored exactly once; a document's log-likelihood is the sum. Windows of
-// all documents are batched; a short first window is left-padded with PAD (SPEC §4).
+// all documents are batched; a short first window is left-padded with PAD (docs/model.md §4).
 #include <cstdint>
 #include <functional>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// Log-likelihood of continuations given contexts (zero-shot tasks, SPEC §8): the sequence
+// Log-likelihood of continuations given contexts (zero-shot tasks, docs/model.md §8): the sequence
 // context + continuation is cut to its last T + 1 tokens, the model reads all but the last
 // and the continuation's tokens are scored. An empty context reads EOS instead.
 //
@@ -8,7 +8,7 @@
 //            batched by length (longest first) and left-padded with PAD.
 //   shared — the requests that read the same prompt (the cut sequence before its scored
 //            tokens: a multiple-choice item's context) share one prefill through the cached
-//            decoder (SPEC §7); each request then forks that row and feeds its scored tokens
+//            decoder (docs/model.md §7); each request then forks that row and feeds its scored tokens
 //            in one extend. Prompts are prefilled `batch` per forward, longest first;
 //            forked rows are extended longest continuation first, so rows of one extend
 //            need little padding. Requests that feed an EOS (a document would end inside

@@ -1,5 +1,5 @@
 #pragma once
-// Zero-shot tasks (SPEC §8) from local JSON Lines files in the Hugging Face datasets'
+// Zero-shot tasks (docs/model.md §8) from local JSON Lines files in the Hugging Face datasets'
 // schemas; docs/evaluation.md lists the fields read. Every choice is scored by the summed
 // log-likelihood of " choice" after the prompt; acc takes the best sum, acc_norm the best
 // sum per character of the continuation. LAMBADA: greedy exact match of every

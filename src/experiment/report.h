@@ -1,5 +1,5 @@
 #pragma once
-// `sps experiment report`: the statistics and figures of one experiment folder (SPEC §9–§10).
+// `sps experiment report`: the statistics and figures of one experiment folder (docs/model.md §9–§10).
 #include <string>
 
 namespace sps {

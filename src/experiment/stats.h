@@ -1,5 +1,5 @@
 #pragma once
-// Small-sample statistics for seed studies (SPEC §9): t-based confidence intervals, one-sided
+// Small-sample statistics for seed studies (docs/model.md §9): t-based confidence intervals, one-sided
 // Welch t-tests and TOST equivalence. The t distribution comes from Boost.Math. Values that
 // cannot be computed (too few samples, zero spread) are NaN.
 #include <vector>

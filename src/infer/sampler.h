@@ -1,5 +1,5 @@
 #pragma once
-// Choosing the next token from logits (SPEC §7): greedy by default; with a temperature,
+// Choosing the next token from logits (docs/model.md §7): greedy by default; with a temperature,
 // sampling after top-k and top-p (nucleus) filtering, in that order. PAD and PREDICT are
 // never emitted, nor forbidden ids, nor ids at or above `allowed_ids` (a tokenizer's
 // vocabulary is smaller than the padded V).

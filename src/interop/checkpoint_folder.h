@@ -1,6 +1,7 @@
 #pragma once
 // Writes an imported model as an sps checkpoint folder that `--checkpoint DIR` reads:
-//   model.safetensors      weights under the SPEC's names (F32), the config in its metadata
+//   model.safetensors      weights under the names of docs/model.md §2 (F32), the config in
+//                          its metadata
 //   config.yaml            the model section
 //   optimizer.safetensors  AdamW's moments and step, when the import carried them
 // The folder is written under a temporary name and renamed into place, so a failure

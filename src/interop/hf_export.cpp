@@ -62,7 +62,8 @@ nlohmann::ordered_json sps_config(const ModelConfig& c) {
               {"pad_token_id", c.pad_token_id},
               {"rope_theta", c.rope_theta},
               {"rope_layout", "adjacent_pairs"},
-              {"weights", "SPEC parameter names; lm_head.weight is tied to transformer.wte.weight"}};
+              {"weights", "the reference code's parameter names (sps: docs/model.md §2); "
+                          "lm_head.weight is tied to transformer.wte.weight"}};
   return j;
 }
 

@@ -5,9 +5,10 @@
 //     rows permuted per head from our adjacent-pair RoPE layout to the rotate-half layout
 //     transformers applies (new row j = old row 2j, new row j + D/2 = old row 2j + 1),
 //     tied embeddings (no lm_head.weight).
-//   - interleaved families: no transformers class runs them; the weights keep the SPEC's
-//     (= the reference code's) names and layout, and config.json carries the reference's
-//     model_args plus an "sps" section with family, window and special ids.
+//   - interleaved families: no transformers class runs them; the weights keep the parameter
+//     names of docs/model.md §2 (= the reference code's) and its layout, and config.json
+//     carries the reference's model_args plus an "sps" section with family, window and
+//     special ids.
 // The folder is written under a temporary name and renamed into place.
 #include <cstdint>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// Cached generation (SPEC §7): prefill with the training forward, then one decode step per
+// Cached generation (docs/model.md §7): prefill with the training forward, then one decode step per
 // new token over the KV cache (model/kv_cache.h), written against the ops interface.
 //
 // Prefill runs Model::forward over the left-padded prompts [B, P] (in groups of

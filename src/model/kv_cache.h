@@ -1,5 +1,5 @@
 #pragma once
-// The KV cache of cached generation (SPEC §7). Per layer and sequence, for the current
+// The KV cache of cached generation (docs/model.md §7). Per layer and sequence, for the current
 // document only:
 //   persistent cache — append-only K (after RoPE) and V of the persistent slots;
 //   window ring      — the last `ring_capacity` windowed-slot K/V (w for interleaved

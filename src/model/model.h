@@ -1,5 +1,5 @@
 #pragma once
-// The training forward and backward of every family (SPEC §2–§5), written against the ops
+// The training forward and backward of every family (docs/model.md §2–§5), written against the ops
 // interface. Activations live in one buffer planned for (batch, tokens) before the first
 // step; a step does not allocate.
 #include <cstdint>
@@ -21,7 +21,7 @@ struct ForwardOptions {
                              // of final_hidden() and layer_qkv() such as prefill
 };
 
-// A per-slot view of the backward, for analyses of per-position parameter gradients (SPEC §9
+// A per-slot view of the backward, for analyses of per-position parameter gradients (docs/model.md §9
 // gradient routing). Rows are slots b·S + stream·T + t (S = streams·T) from first_row on, or,
 // when readout is true (output norm, LM head), readout rows b·T + t.
 template <typename T>

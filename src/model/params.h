@@ -1,5 +1,5 @@
 #pragma once
-// The parameters of every family: one flat buffer in the SPEC's name order, so a layer's
+// The parameters of every family: one flat buffer in the name order of docs/model.md §2, so a layer's
 // gate_proj and up_proj are adjacent and act as one [2F, d] weight.
 #include <cstdint>
 #include <string>
@@ -10,7 +10,7 @@
 namespace sps {
 
 struct ParamEntry {
-  std::string name;            // SPEC name, e.g. transformer.h.0.attn.c_attn.weight
+  std::string name;            // docs/model.md §2 name, e.g. transformer.h.0.attn.c_attn.weight
   std::vector<int64_t> shape;  // row-major, [out, in] for linear weights
   int64_t offset = 0;          // into the flat buffer, in elements
   int64_t numel = 0;
@@ -39,7 +39,7 @@ class ParamTable {
   int64_t total_ = 0, wte_ = 0, output_norm_ = 0;
 };
 
-// SPEC §2 initialisation, deterministic in `seed`: every linear weight and the embedding
+// docs/model.md §2 initialisation, deterministic in `seed`: every linear weight and the embedding
 // ~ N(0, init_std), attention c_proj ~ N(0, init_std/√(2L)), norm gains 1. Each tensor
 // draws from its own stream (seed, tensor index), so the result does not depend on threads.
 template <typename T>

@@ -1,6 +1,6 @@
 #pragma once
 // Per-batch facts derived from the input tokens: the slot tokens in stream-major order,
-// each token's RoPE position and document, and which loss terms count (SPEC §3–§5).
+// each token's RoPE position and document, and which loss terms count (docs/model.md §3–§5).
 #include <cstdint>
 #include <vector>
 

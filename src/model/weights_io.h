@@ -1,7 +1,8 @@
 #pragma once
-// Model weights as safetensors under the SPEC's parameter names (the tied LM head is stored
-// once, as transformer.wte.weight). Loading checks every name, shape and dtype against the
-// config and throws UserError with one line naming the file and the tensor.
+// Model weights as safetensors under the parameter names of docs/model.md §2 (the tied LM
+// head is stored once, as transformer.wte.weight). Loading checks every name, shape and
+// dtype against the config and throws UserError with one line naming the file and the
+// tensor.
 #include <string>
 
 #include "model/params.h"

@@ -135,7 +135,7 @@ double sum_squares(const T* x, int64_t n);
 
 namespace sps::ops {
 
-// ---- decode attention (cached generation, SPEC §7) -----------------------------------
+// ---- decode attention (cached generation, docs/model.md §7) -----------------------------------
 // K new tokens of each of B sequences over that sequence's KV cache of the current
 // document: K = 1 is a decode step, K > 1 extends a cached prefix by a chunk in one pass.
 // Each new token has Q = 1 (standard) or Q = 2 (interleaved: the input slot's row, then the
@@ -145,7 +145,7 @@ namespace sps::ops {
 //     ring_next − 1 is the newest, the rows wrap around ring_capacity);
 //   the persistent-slot keys of the chunk's tokens u < t with t − u ≤ ω (all with ω < 0),
 //     the windowed-slot keys of those with t − u ≤ w, and rows 0..r of token t itself,
-// which is exactly SPEC §4's mask when the caller keeps the cache to the current document
+// which is exactly the mask of docs/model.md §4 when the caller keeps the cache to the current document
 // (no EOS in the chunk before its last token) and the ring to the last w windowed keys.
 // Cost is proportional to the rows visible, not to the capacity.
 struct DecodeAttentionLayout {

@@ -15,7 +15,7 @@
 // pairwise, always the adjacent pair whose concatenation has the lowest priority (leftmost
 // on ties), until no adjacent pair forms a token.
 //
-// Special ids (SPEC §2): EOS = the `<|endoftext|>` entry of encoder.json, else the first id
+// Special ids (docs/model.md §2): EOS = the `<|endoftext|>` entry of encoder.json, else the first id
 // after the ranks; vocab_size() counts EOS; PREDICT = vocab_size(); the padded vocabulary V is
 // vocab_size() + 1 rounded up to a multiple of 64; PAD = V - 1. GPT-2: 50256, 50257, 50304,
 // 50303.

@@ -1,6 +1,7 @@
 #pragma once
 // Training checkpoints. Each is a folder under RUN/checkpoints/:
-//   model.safetensors      weights (SPEC names, F32), the resolved config in its metadata
+//   model.safetensors      weights (names of docs/model.md §2, F32), the resolved config in
+//                          its metadata
 //   optimizer.safetensors  AdamW's exp_avg / exp_avg_sq per parameter, the update count
 //   config.yaml            the resolved config of the run
 //   trainer_state.json     step, tokens, sampler position, schedule counters, seeds

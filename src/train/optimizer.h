@@ -1,5 +1,5 @@
 #pragma once
-// The paper's optimisation recipe (SPEC §6): the token-based learning-rate schedule, global
+// The paper's optimisation recipe (docs/model.md §6): the token-based learning-rate schedule, global
 // gradient-norm clipping and AdamW with decoupled weight decay on ≥2-D tensors only. The
 // element-wise work runs in ops::adamw_update / ops::sum_squares, so a GPU backend reuses
 // this file unchanged.

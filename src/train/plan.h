@@ -8,7 +8,7 @@
 
 namespace sps {
 
-// Query-key pairs the SPEC §4 mask allows for one sequence of T tokens in one document,
+// Query-key pairs the docs/model.md §4 mask allows for one sequence of T tokens in one document,
 // summed over all layers and heads (what an exact attention computes at least).
 double visible_attention_pairs(const ModelConfig& config, int64_t tokens);
 

@@ -1,7 +1,7 @@
 #pragma once
 // A training run's configuration: the YAML recipe of configs/experiments/ with the paper's
 // section and key names (model, training, optimizer, scheduler, data, system), plus
-// `section.key=value` overrides. Defaults are the paper's recipe (SPEC §6).
+// `section.key=value` overrides. Defaults are the paper's recipe (docs/model.md §6).
 //
 // Recipes stay short through two indirections, both resolved relative to the file that
 // names them:

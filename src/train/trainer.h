@@ -1,5 +1,5 @@
 #pragma once
-// The training loop (SPEC §5–§6): micro-batches with gradient accumulation, data-parallel
+// The training loop (docs/model.md §5–§6): micro-batches with gradient accumulation, data-parallel
 // gradient averaging, clipping, AdamW, the token-based LR schedule, validation, metrics,
 // checkpoints and exact resumption.
 #include <cstdint>
@@ -68,7 +68,7 @@ StepOutcome train_step(Model<T>& model, AdamW& optimizer, Collective& collective
 std::vector<int64_t> validation_windows(int64_t file_tokens, int64_t block_size,
                                         int64_t eval_total_tokens, uint64_t seed);
 
-// Validation NLL: Σ NLL over kept terms / Σ kept (SPEC §5–§6) of the windows of T + 1 tokens
+// Validation NLL: Σ NLL over kept terms / Σ kept (docs/model.md §5–§6) of the windows of T + 1 tokens
 // at `starts`, `micro_batch` per forward. x, y: scratch of micro_batch · T ids; row: T + 1.
 // `progress` (optional) gets (windows done, windows total) after every forward.
 double pooled_nll(Model<float>& model, const TokenFile& file, const std::vector<int64_t>& starts,

@@ -145,7 +145,7 @@ TEST(TaskMetrics, LambadaExactMatchAndPerplexity) {
 }
 
 TEST(Hellaswag, CleaningMatchesThePythonPreprocess) {
-  // Expected values from the Python of SPEC §8 (strip, " [title]" → ". ", re.sub("\[.*?\]"),
+  // Expected values from the Python of docs/model.md §8 (strip, " [title]" → ". ", re.sub("\[.*?\]"),
   // "  " → " ").
   EXPECT_EQ(hellaswag_clean("  Making a cake [title] Mix the flour.  "), "Making a cake. Mix the flour.");
   EXPECT_EQ(hellaswag_clean("A man [header] is [step] talking"), "A man is talking");

@@ -1,6 +1,7 @@
 // Hugging Face folder export: Llama names and config for the standard family, with q and k
 // rows permuted so that transformers' rotate-half RoPE gives the same attention scores as
-// our adjacent-pair RoPE; SPEC names and an "sps" section for interleaved families.
+// our adjacent-pair RoPE; the parameter names of docs/model.md §2 and an "sps" section for
+// interleaved families.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,7 +23,7 @@ using testing::fixture_vocabulary;
 using testing::interop_fixture;
 
 
-// SPEC §2: adjacent pairs (x_2j, x_2j+1) rotated by pos·θ^(−2j/D).
+// docs/model.md §2: adjacent pairs (x_2j, x_2j+1) rotated by pos·θ^(−2j/D).
 std::vector<double> rope_adjacent(std::vector<double> x, double pos) {
   const size_t D = x.size();
   for (size_t j = 0; j < D / 2; ++j) {

@@ -1,5 +1,5 @@
 // Naive double-precision reference of the SPS model (see naive_model.h). Everything here
-// is written from SPEC.md directly; nothing from src/ops or src/model is used.
+// is written from docs/model.md directly; nothing from src/ops or src/model is used.
 #include "naive_model.h"
 
 #include <algorithm>
@@ -67,7 +67,7 @@ void rope(double* v, int64_t D, int64_t pos, double theta) {
 
 double silu(double z) { return z / (1.0 + std::exp(-z)); }
 
-// The family's three choices (SPEC §3).
+// The family's three choices (docs/model.md §3).
 struct NaiveFamily {
   bool interleaved = false;
   int persistent = kInput;  // which slot kind is persistent
@@ -98,7 +98,7 @@ NaiveFamily family_of(const std::string& name) {
   return f;
 }
 
-// One row: slots in flat interleaved order, positions and documents per SPEC §3–§4.
+// One row: slots in flat interleaved order, positions and documents per docs/model.md §3–§4.
 std::vector<NaiveSlot> build_slots(const ModelConfig& cfg, const NaiveFamily& fam, const int32_t* x,
                               int64_t T) {
   // Positions: counted from 0 at the first real (non-PAD) token. Leading PADs get 0.
@@ -129,7 +129,7 @@ std::vector<NaiveSlot> build_slots(const ModelConfig& cfg, const NaiveFamily& fa
   return slots;
 }
 
-// SPEC §4, written out literally.
+// docs/model.md §4, written out literally.
 bool visible(const ModelConfig& cfg, const NaiveFamily& fam, const NaiveSlot& q, const NaiveSlot& k) {
   int64_t i = q.token_index, j = k.token_index;
   int a = q.kind, b = k.kind;

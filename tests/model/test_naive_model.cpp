@@ -1,6 +1,6 @@
 // The naive double-precision reference model (naive_model.h) against the golden vectors of
 // shared/golden: logits, per-position NLL, keep mask and loss of every case, and the
-// SPEC §8 rolling log-likelihoods.
+// docs/model.md §8 rolling log-likelihoods.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -137,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(Naive, NaiveGolden,
                            return info.param;
                          });
 
-// The rolling windows of SPEC §8 for a 30-token document and context 12: [0,12) from
+// The rolling windows of docs/model.md §8 for a 30-token document and context 12: [0,12) from
 // [EOS] + doc[0,11), [12,24) from doc[11,23), [24,30) from doc[17,29).
 TEST(NaiveRolling, WindowsFollowSpec) {
   std::vector<int32_t> doc(30);

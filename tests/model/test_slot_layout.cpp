@@ -1,4 +1,4 @@
-// SPEC §3–§5 facts about slots, documents, positions and loss accounting.
+// docs/model.md §3–§5 facts about slots, documents, positions and loss accounting.
 #include <gtest/gtest.h>
 
 #include "model/family.h"

@@ -1,5 +1,5 @@
 #pragma once
-// A naive, dense reference for the family-masked attention: the visibility rules of SPEC §4
+// A naive, dense reference for the family-masked attention: the visibility rules of docs/model.md §4
 // written out per (query slot, key slot), a dense softmax in double, and its backward by
 // hand. Written independently of ops/cpu/attention.cpp; slow on purpose.
 #include <cmath>
@@ -12,7 +12,7 @@
 namespace sps::testing {
 
 // Slot (stream a, token i) of a sequence whose token documents are doc[0..T) may see slot
-// (stream b, token j) — SPEC §4, one rule per line.
+// (stream b, token j) — docs/model.md §4, one rule per line.
 inline bool reference_visible(const ops::AttentionLayout& layout, const int32_t* doc, int64_t a,
                               int64_t i, int64_t b, int64_t j) {
   const bool causal = j < i || (j == i && b <= a);  // input (0) before predict (1)

@@ -1,5 +1,5 @@
 // The CPU family-masked attention against the dense reference (attention_reference.h), the
-// visibility facts of SPEC §4, finite differences, and the pair count of the tiling rule.
+// visibility facts of docs/model.md §4, finite differences, and the pair count of the tiling rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -270,7 +270,7 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   EXPECT_LE(max_relative_error(dqkv.data(), numeric.data(), int64_t(dqkv.size())), 1e-7);
 }
 
-// ---- SPEC §4 visibility facts, on the reference mask builder ---------------------------
+// ---- docs/model.md §4 visibility facts, on the reference mask builder ------------------
 
 AttentionLayout one_document(int64_t T, int64_t streams, int64_t persistent, int64_t window,
                              int64_t omega = -1) {

@@ -1,4 +1,4 @@
-// Samplers (SPEC §6): CPython's shuffle, window positions, rank splitting, resume skipping.
+// Samplers (docs/model.md §6): CPython's shuffle, window positions, rank splitting, resume skipping.
 #include <gtest/gtest.h>
 
 #include <set>

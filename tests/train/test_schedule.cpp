@@ -1,4 +1,4 @@
-// The learning-rate schedule of SPEC §6 at its boundaries, and gradient clipping.
+// The learning-rate schedule of docs/model.md §6 at its boundaries, and gradient clipping.
 #include <gtest/gtest.h>
 
 #include "train/optimizer.h"

@@ -81,7 +81,7 @@ TEST(TrainStep, TwoByTwoAccumulationEqualsFourByOne) {
 }
 
 TEST(TrainStep, StepGradientIsTheMeanOfMicroBatchGradients) {
-  // With unequal kept counts the mean of micro-batch means (SPEC §5) differs from the
+  // With unequal kept counts the mean of micro-batch means (docs/model.md §5) differs from the
   // pooled mean over all four sequences: the two settings must then disagree, and the
   // accumulated one must equal the average of the two micro-batch gradients.
   const ModelConfig c = step_model();

@@ -1,4 +1,4 @@
-// Decode attention on CPU (SPEC §7): one or two new query rows per token, K tokens per
+// Decode attention on CPU (docs/model.md §7): one or two new query rows per token, K tokens per
 // sequence, over that sequence's cached keys and the chunk's earlier keys. Each (sequence,
 // head) is one task. Two ways to run it, by the number of query rows K·Q of a task:
 // - few rows (a decode step, a short extend): each query walks its visible persistent rows,
