@@ -2,6 +2,8 @@
 // Each subcommand file registers its CLI11 subcommand; the callback does the work.
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace sps::cli {
 
 void register_bench(CLI::App& app);
@@ -14,5 +16,8 @@ void register_analyze(CLI::App& app);
 void register_experiment(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
+
+// Version, git revision, build type, CPU target, BLAS and CUDA: what `sps --version` prints.
+std::string version_text();
 
 }  // namespace sps::cli

@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"sps: State-Prediction Separation Transformers and their baselines"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", sps::cli::version_text,
+                       "print the version, revision, build and libraries, then exit");
   sps::cli::register_bench(app);
   sps::cli::register_tokenizer(app);
   sps::cli::register_data(app);
@@ -28,6 +30,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    std::fputs(e.what(), stdout);
+    return 0;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "sps: %s\n", e.what());
     return 2;

@@ -1,0 +1,20 @@
+// sps --version: what this binary is, for bug reports and the records of a run.
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+
+namespace sps::cli {
+
+std::string version_text() {
+  return fmt::format(
+      "sps {}\n"
+      "revision {}\n"
+      "build {}, {}\n"
+      "blas {} (kernels for {})\n"
+      "cuda not built (this version has the CPU backend only)\n",
+      SPS_VERSION, SPS_REVISION, SPS_BUILD_TYPE, SPS_CPU_TARGET, openblas_get_config(),
+      openblas_get_corename());
+}
+
+}  // namespace sps::cli
