@@ -104,8 +104,8 @@ void write_gguf(const std::string& path, const ModelConfig& c, const float* w,
     tensors.push_back({b + "attn_v.weight", {d, d}, w + p.c_attn + 2 * d * d, false});
     tensors.push_back({b + "attn_output.weight", {d, d}, w + p.c_proj, false});
     tensors.push_back({b + "ffn_norm.weight", {d}, w + p.mlp_norm, true});
-    tensors.push_back({b + "ffn_gate.weight", {F, d}, w + p.gate_proj, false});
-    tensors.push_back({b + "ffn_up.weight", {F, d}, w + p.up_proj, false});
+    tensors.push_back({b + "ffn_gate.weight", {F, d}, w + p.gate_up, false});
+    tensors.push_back({b + "ffn_up.weight", {F, d}, w + p.gate_up + F * d, false});
     tensors.push_back({b + "ffn_down.weight", {d, F}, w + p.down_proj, false});
   }
   tensors.push_back({"output_norm.weight", {d}, w + table.output_norm(), true});

@@ -115,8 +115,8 @@ void write_hf_folder(const std::string& out_dir, const ModelConfig& c, const flo
       tensors.push_back({b + "self_attn.v_proj.weight", DType::F32, {d, d}, w + p.c_attn + 2 * d * d});
       tensors.push_back({b + "self_attn.o_proj.weight", DType::F32, {d, d}, w + p.c_proj});
       tensors.push_back({b + "post_attention_layernorm.weight", DType::F32, {d}, w + p.mlp_norm});
-      tensors.push_back({b + "mlp.gate_proj.weight", DType::F32, {F, d}, w + p.gate_proj});
-      tensors.push_back({b + "mlp.up_proj.weight", DType::F32, {F, d}, w + p.up_proj});
+      tensors.push_back({b + "mlp.gate_proj.weight", DType::F32, {F, d}, w + p.gate_up});
+      tensors.push_back({b + "mlp.up_proj.weight", DType::F32, {F, d}, w + p.gate_up + F * d});
       tensors.push_back({b + "mlp.down_proj.weight", DType::F32, {d, F}, w + p.down_proj});
     }
     tensors.push_back({"model.norm.weight", DType::F32, {d}, w + table.output_norm()});

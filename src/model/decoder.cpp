@@ -196,7 +196,7 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
         }
       }
     ops::rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, slots, d, c.norm_eps);
-    ops::linear_decode_forward(gate_up_.data(), n, W + p.gate_proj, slots, d, 2 * F, false);
+    ops::linear_decode_forward(gate_up_.data(), n, W + p.gate_up, slots, d, 2 * F, false);
     ops::swiglu_forward(act_.data(), gate_up_.data(), slots, F);
     ops::linear_decode_forward(h, act_.data(), W + p.down_proj, slots, F, d, true);
   }

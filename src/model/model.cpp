@@ -269,7 +269,7 @@ int64_t Model<T>::layer_forward(int64_t l, T* h_next) {
   ops::linear_forward(a.h_mid, a.att, W + p.c_proj, rows, d, d, true);
   // MLP half: h_out = h_mid + down(silu(gate(n2)) ⊙ up(n2)); gate|up is one [2F, d] weight.
   ops::rmsnorm_forward(a.n2, a.rstd2, a.h_mid, W + p.mlp_norm, rows, d, config_.norm_eps);
-  ops::linear_forward(a.gate_up, a.n2, W + p.gate_proj, rows, d, 2 * F, false);
+  ops::linear_forward(a.gate_up, a.n2, W + p.gate_up, rows, d, 2 * F, false);
   ops::swiglu_forward(a.act, a.gate_up, rows, F);
   if (h_next) {
     std::memcpy(h_next, a.h_mid, sizeof(T) * rows * d);
@@ -353,8 +353,8 @@ void Model<T>::backward_layers(GradientObserver<T>* observer) {
     if (observer) observer->linear(p.down_proj, a.act, dh_, 0, rows, F, d, false);
     ops::linear_backward(dact_, G + p.down_proj, dh_, a.act, W + p.down_proj, rows, F, d, false);
     ops::swiglu_backward(dgate_up_, dact_, a.gate_up, rows, F);
-    if (observer) observer->linear(p.gate_proj, a.n2, dgate_up_, 0, rows, d, 2 * F, false);
-    ops::linear_backward(dn_, G + p.gate_proj, dgate_up_, a.n2, W + p.gate_proj, rows, d, 2 * F,
+    if (observer) observer->linear(p.gate_up, a.n2, dgate_up_, 0, rows, d, 2 * F, false);
+    ops::linear_backward(dn_, G + p.gate_up, dgate_up_, a.n2, W + p.gate_up, rows, d, 2 * F,
                          false);
     if (observer) observer->norm(p.mlp_norm, a.h_mid, a.rstd2, dn_, 0, rows, d, false);
     ops::rmsnorm_backward(dh_, G + p.mlp_norm, dn_, a.h_mid, W + p.mlp_norm, a.rstd2, rows, d);

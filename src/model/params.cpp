@@ -16,8 +16,8 @@ ParamTable::ParamTable(const ModelConfig& c) {
     lp.c_attn = add(p + "attn.c_attn.weight", {3 * d, d});
     lp.c_proj = add(p + "attn.c_proj.weight", {d, d});
     lp.mlp_norm = add(p + "mlp_norm.weight", {d});
-    lp.gate_proj = add(p + "mlp.gate_proj.weight", {F, d});
-    lp.up_proj = add(p + "mlp.up_proj.weight", {F, d});
+    lp.gate_up = add(p + "mlp.gate_proj.weight", {F, d});
+    add(p + "mlp.up_proj.weight", {F, d});  // right after gate_proj: rows F..2F of gate_up
     lp.down_proj = add(p + "mlp.down_proj.weight", {d, F});
     layers_.push_back(lp);
   }

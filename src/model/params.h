@@ -18,7 +18,9 @@ struct ParamEntry {
 };
 
 struct LayerParams {  // offsets into the flat buffer
-  int64_t attention_norm, c_attn, c_proj, mlp_norm, gate_proj, up_proj, down_proj;
+  int64_t attention_norm, c_attn, c_proj, mlp_norm;
+  int64_t gate_up;  // [2F, d]: mlp.gate_proj.weight, then mlp.up_proj.weight
+  int64_t down_proj;
 };
 
 class ParamTable {

@@ -249,8 +249,8 @@ TEST(Gguf, EveryKeyTensorShapeAndOffset) {
   expect_tensor("blk.0.attn_output.weight", w + table.layer(0).c_proj, 64);
   expect_tensor("blk.0.attn_norm.weight", w + table.layer(0).attention_norm, 8);
   expect_tensor("blk.0.ffn_norm.weight", w + table.layer(0).mlp_norm, 8);
-  expect_tensor("blk.1.ffn_gate.weight", w + table.layer(1).gate_proj, 128);
-  expect_tensor("blk.1.ffn_up.weight", w + table.layer(1).up_proj, 128);
+  expect_tensor("blk.1.ffn_gate.weight", w + table.find("transformer.h.1.mlp.gate_proj.weight")->offset, 128);
+  expect_tensor("blk.1.ffn_up.weight", w + table.find("transformer.h.1.mlp.up_proj.weight")->offset, 128);
   expect_tensor("blk.1.ffn_down.weight", w + table.layer(1).down_proj, 128);
   expect_tensor("output_norm.weight", w + table.output_norm(), 8);
 }
