@@ -334,7 +334,7 @@ void add_common(CLI::App* cmd, CommonArgs& a, int64_t default_count) {
 void register_analyze(CLI::App& app) {
   auto* analyze = app.add_subcommand(
       "analyze",
-      "The paper's analyses: gradient routing and persistent-window ΔNLL (docs/model.md §9)");
+      "the paper's analyses: gradient routing and persistent-window ΔNLL (docs/model.md §9)");
   analyze->require_subcommand(1);
 
   auto* pw = analyze->add_subcommand(

@@ -338,7 +338,7 @@ void run_eval(const EvalArgs& a) {
 }  // namespace
 
 void register_eval(CLI::App& app) {
-  auto* cmd = app.add_subcommand("eval", "Evaluate a model: validation NLL, corpus NLL, zero-shot tasks");
+  auto* cmd = app.add_subcommand("eval", "evaluate a model: validation NLL, corpus NLL, zero-shot tasks");
   auto a = std::make_shared<EvalArgs>();
   cmd->add_option("--checkpoint", a->checkpoint, "checkpoint folder, or a run folder (newest checkpoint)");
   cmd->add_option("--weights", a->weights, "model.safetensors (with --config)");
