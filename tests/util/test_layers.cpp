@@ -1,0 +1,78 @@
+// The layer rule of docs/architecture.md: a file of src/<area>/ includes headers of its own
+// area and of the areas it links (CMakeLists.txt's sps_area lines, followed transitively),
+// nothing above. Linking alone does not catch a header-only use of a higher area.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace sps::testing {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kSourceDir = SPS_SOURCE_DIR;
+
+// area → the areas it links directly, from `sps_area(name dep…)` in CMakeLists.txt.
+std::map<std::string, std::set<std::string>> declared_links() {
+  std::ifstream in(kSourceDir / "CMakeLists.txt");
+  std::map<std::string, std::set<std::string>> links;
+  const std::regex call(R"(^sps_area\((\w+)([^)]*)\))");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, call)) continue;
+    std::set<std::string>& deps = links[m[1]];
+    std::istringstream args(m[2].str());
+    for (std::string arg; args >> arg;)
+      if (arg.rfind("sps_", 0) == 0) deps.insert(arg.substr(4));
+  }
+  return links;
+}
+
+std::set<std::string> reachable(const std::map<std::string, std::set<std::string>>& links,
+                                const std::string& area) {
+  std::set<std::string> seen{area};
+  std::vector<std::string> todo{area};
+  while (!todo.empty()) {
+    const std::string a = todo.back();
+    todo.pop_back();
+    const auto it = links.find(a);
+    if (it == links.end()) continue;
+    for (const std::string& d : it->second)
+      if (seen.insert(d).second) todo.push_back(d);
+  }
+  return seen;
+}
+
+TEST(Layers, EveryIncludeIsOfTheOwnAreaOrALinkedOne) {
+  const auto links = declared_links();
+  ASSERT_GE(links.size(), 10u) << "sps_area lines not found in CMakeLists.txt";
+  const std::regex include(R"(^#include "(\w+)/)");
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kSourceDir / "src")) {
+    const fs::path& path = entry.path();
+    if (path.extension() != ".cpp" && path.extension() != ".h") continue;
+    const std::string area = path.lexically_relative(kSourceDir / "src").begin()->string();
+    if (area == "cli") continue;  // the binary links every area
+    ASSERT_TRUE(links.count(area)) << area << " has no sps_area line";
+    const std::set<std::string> allowed = reachable(links, area);
+    std::ifstream in(path);
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      std::smatch m;
+      if (std::regex_search(line, m, include) && !allowed.count(m[1]))
+        ADD_FAILURE() << path.lexically_relative(kSourceDir).string() << ":" << number << " includes "
+                      << m[1] << "/, which " << area << " does not link";
+    }
+    ++files;
+  }
+  EXPECT_GT(files, 100);
+}
+
+}  // namespace
+}  // namespace sps::testing
