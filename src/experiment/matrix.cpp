@@ -123,13 +123,7 @@ ExperimentMatrix parse_matrix(const std::string& text, const std::string& source
   const std::string recipe = yaml_string(root["recipe"], source, "recipe");
   m.recipe = (fs::path(source).parent_path() / recipe).lexically_normal().string();
   m.families = strings(root, "families", source, true);
-  for (const auto& f : m.families) {
-    try {
-      family_entry(f, "families");
-    } catch (const UserError& e) {
-      fail("{}: {}", source, e.what());
-    }
-  }
+  for (const auto& f : m.families) family_entry(f, source + ": families");
   check_distinct(m.families, "families", source);
   m.scales = strings(root, "scales", source, true);
   for (const auto& s : m.scales) check_scale_name(s, source);

@@ -26,9 +26,12 @@ const std::vector<FamilyEntry>& family_registry() {
   return entries;
 }
 
-std::vector<std::string> family_names() {
-  std::vector<std::string> names;
-  for (const FamilyEntry& e : family_registry()) names.push_back(e.name);
+const std::vector<std::string>& family_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const FamilyEntry& e : family_registry()) n.push_back(e.name);
+    return n;
+  }();
   return names;
 }
 

@@ -50,6 +50,6 @@ const FamilyEntry& family_entry(const std::string& name, const std::string& what
 // delayed_state); throws like family_entry for an unknown name.
 bool window_is_swept(const std::string& name);
 // The registry's names, in its order.
-std::vector<std::string> family_names();
+const std::vector<std::string>& family_names();
 
 }  // namespace sps

@@ -2,12 +2,12 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include "model/model_fixtures.h"
 #include "model/params.h"
 #include "ops/ops.h"
 #include "train/optimizer.h"
 #include "util/error.h"
 #include "util/temp_dir.h"
-#include "train_fixtures.h"
 
 namespace sps {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 // step 2, g = −0.25: m = 0.02, v = 0.015, m̂ = 0.02/0.19, v̂ = 0.015/0.0975;
 //   decayed 0.8542630578558273, undecayed 0.8731630578758274.
 TEST(AdamW, TwoStepsByHandDecayOnlyOnMatrices) {
-  const ModelConfig c = testing::micro_model();
+  const ModelConfig c = testing::micro_config("sps", 2);
   ParamTable table(c);
   OptimizerSettings settings;
   settings.weight_decay = 0.1;
@@ -50,7 +50,7 @@ TEST(AdamW, TwoStepsByHandDecayOnlyOnMatrices) {
 }
 
 TEST(AdamW, FloatMatchesDouble) {
-  const ModelConfig c = testing::micro_model();
+  const ModelConfig c = testing::micro_config("sps", 2);
   ParamTable table(c);
   AdamW a(table, OptimizerSettings{}), b(table, OptimizerSettings{});
   std::vector<float> wf(table.total()), gf(table.total());
@@ -82,7 +82,7 @@ TEST(SumSquares, SameBitsForAnyThreadCount) {
 }
 
 TEST(AdamW, StateFileRoundTrip) {
-  const ModelConfig c = testing::micro_model();
+  const ModelConfig c = testing::micro_config("sps", 2);
   ParamTable table(c);
   AdamW a(table, OptimizerSettings{});
   std::vector<float> w(table.total(), 0.5f), g(table.total());

@@ -4,20 +4,13 @@
 #include <cmath>
 
 #include "model/model.h"
+#include "model/model_fixtures.h"
 #include "train/collective.h"
 #include "train/trainer.h"
-#include "train_fixtures.h"
 #include "util/rng.h"
 
 namespace sps {
 namespace {
-
-// The golden shape with larger initial weights, so one step moves the loss visibly.
-ModelConfig step_model() {
-  ModelConfig c = testing::micro_model();
-  c.init_std = 0.3;
-  return c;
-}
 
 // Rows of T + 1 tokens below EOS; `eos` puts EOS at the given positions of row 0 only,
 // which gives that micro-batch fewer kept loss terms.
@@ -65,7 +58,7 @@ double max_relative_difference(const double* a, const double* b, int64_t n) {
 }
 
 TEST(TrainStep, TwoByTwoAccumulationEqualsFourByOne) {
-  const ModelConfig c = step_model();
+  const ModelConfig c = testing::micro_config("sps", 2);
   const std::vector<int32_t> data = rows(4, c.block_size, 3);  // no EOS: equal counts
   StepRun accumulated(c, 2), whole(c, 4);
   accumulated.step(data, 2, 2, 1e-3, 1.0);
@@ -84,7 +77,7 @@ TEST(TrainStep, StepGradientIsTheMeanOfMicroBatchGradients) {
   // With unequal kept counts the mean of micro-batch means (docs/model.md §5) differs from the
   // pooled mean over all four sequences: the two settings must then disagree, and the
   // accumulated one must equal the average of the two micro-batch gradients.
-  const ModelConfig c = step_model();
+  const ModelConfig c = testing::micro_config("sps", 2);
   const std::vector<int32_t> data = rows(4, c.block_size, 3, {2, 5, 8});
   StepRun accumulated(c, 2), whole(c, 4), first(c, 2), second(c, 2);
   accumulated.step(data, 2, 2, 0.0, 0.0);
@@ -105,7 +98,7 @@ TEST(TrainStep, StepGradientIsTheMeanOfMicroBatchGradients) {
 TEST(TrainStep, ClipFactorReachesAdamW) {
   // ε = 1 makes AdamW's first step depend on the gradient's scale:
   // w1 = w0·(1 − lr·λ) − lr·(c·g)/(|c·g| + 1) with c the clip factor.
-  const ModelConfig c = step_model();
+  const ModelConfig c = testing::micro_config("sps", 2);
   const std::vector<int32_t> data = rows(2, c.block_size, 5);
   OptimizerSettings settings;
   settings.eps = 1.0;

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
 #include "run_command.h"
 #include "util/rng.h"
 #include "util/temp_dir.h"
@@ -21,23 +20,6 @@
 namespace sps::testing {
 
 inline const std::string kSps = SPS_BINARY;
-
-// The golden-shape model: L=2, d=16, F=24, V=64, T=12, w=2, EOS 60, predict 61, pad 63.
-inline ModelConfig micro_model() {
-  ModelConfig c;
-  c.family = "sps";
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.vocab_size = 64;
-  c.block_size = 12;
-  c.window_size = 2;
-  c.eos_token_id = 60;
-  c.predict_token_id = 61;
-  c.pad_token_id = 63;
-  return c;
-}
 
 inline bool has_command(const std::string& name) {
   return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
