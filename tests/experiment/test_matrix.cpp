@@ -83,6 +83,8 @@ TEST(Matrix, BadMatricesNameTheKey) {
       {head + "families: [transformer]\nseeds: [1]\n", "transformer"},
       {head + "families: []\nseeds: [1]\n", "families: the list is empty"},
       {head + "families: [standard]\n", "seeds: missing"},
+      {head + "families: [gpt]\nseeds: [1]\n",
+       "test.yaml: families: 'gpt': expected one of standard, 2x_memory,"},
       {head + "families: [sps]\nseeds: [1]\n", "windows: missing"},
       {head + "families: [sps]\nwindows: [-4]\nseeds: [1]\n", "windows[0]"},
       {head + "families: [standard]\nseeds: [1, 1]\n", "appears twice"},
