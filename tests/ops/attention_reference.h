@@ -2,9 +2,11 @@
 // A naive, dense reference for the family-masked attention: the visibility rules of docs/model.md §4
 // written out per (query slot, key slot), a dense softmax in double, and its backward by
 // hand. Written independently of ops/cpu/attention.cpp; slow on purpose.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "ops/ops.h"
@@ -22,6 +24,35 @@ inline bool reference_visible(const ops::AttentionLayout& layout, const int32_t*
   const bool in_persistent_window =
       !persistent_key || layout.persistent_window < 0 || i - j <= layout.persistent_window;
   return causal && same_document && in_window && in_persistent_window;
+}
+
+// doc_start[i] = first token of the contiguous run of doc[i].
+inline std::vector<int32_t> document_starts(const std::vector<int32_t>& doc, int64_t B, int64_t T) {
+  std::vector<int32_t> start(B * T);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < T; ++i)
+      start[b * T + i] =
+          (i > 0 && doc[b * T + i] == doc[b * T + i - 1]) ? start[b * T + i - 1] : int32_t(i);
+  return start;
+}
+
+// Contiguous document runs: `pads` one-token documents first (left padding), then
+// `boundaries` random EOS-like cuts. Ids are arbitrary increasing ints.
+inline std::vector<int32_t> random_documents(int64_t B, int64_t T, int pads, int boundaries,
+                                             std::mt19937_64& rng) {
+  std::vector<int32_t> doc(B * T);
+  std::uniform_int_distribution<int64_t> position(1, std::max<int64_t>(1, T - 1));
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<char> cut(T + 1, 0);
+    for (int p = 1; p <= pads && p < T; ++p) cut[p] = 1;
+    for (int k = 0; k < boundaries; ++k) cut[position(rng)] = 1;
+    int32_t id = int32_t(7 * b + 3);
+    for (int64_t i = 0; i < T; ++i) {
+      if (i > 0 && cut[i]) id += 1 + int32_t(rng() % 3);
+      doc[b * T + i] = id;
+    }
+  }
+  return doc;
 }
 
 // Dense visibility of sequence `batch_index`: mask[query_slot · S + key_slot], slots

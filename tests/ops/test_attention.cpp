@@ -20,7 +20,9 @@ namespace sps {
 namespace {
 
 using ops::AttentionLayout;
+using testing::document_starts;
 using testing::max_relative_error;
+using testing::random_documents;
 using testing::random_vector;
 
 // A layout with its own document arrays (the layout points into them).
@@ -47,35 +49,6 @@ struct AttentionCase {
            " D=" + std::to_string(l.head_dim) + (use_doc ? " docs" : " no-docs");
   }
 };
-
-// doc_start[i] = first token of the contiguous run of doc[i].
-std::vector<int32_t> document_starts(const std::vector<int32_t>& doc, int64_t B, int64_t T) {
-  std::vector<int32_t> start(B * T);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < T; ++i)
-      start[b * T + i] =
-          (i > 0 && doc[b * T + i] == doc[b * T + i - 1]) ? start[b * T + i - 1] : int32_t(i);
-  return start;
-}
-
-// Contiguous document runs: `pads` one-token documents first (left padding), then
-// `boundaries` random EOS-like cuts. Ids are arbitrary increasing ints.
-std::vector<int32_t> random_documents(int64_t B, int64_t T, int pads, int boundaries,
-                                      std::mt19937_64& rng) {
-  std::vector<int32_t> doc(B * T);
-  std::uniform_int_distribution<int64_t> position(1, std::max<int64_t>(1, T - 1));
-  for (int64_t b = 0; b < B; ++b) {
-    std::vector<char> cut(T + 1, 0);
-    for (int p = 1; p <= pads && p < T; ++p) cut[p] = 1;
-    for (int k = 0; k < boundaries; ++k) cut[position(rng)] = 1;
-    int32_t id = int32_t(7 * b + 3);
-    for (int64_t i = 0; i < T; ++i) {
-      if (i > 0 && cut[i]) id += 1 + int32_t(rng() % 3);
-      doc[b * T + i] = id;
-    }
-  }
-  return doc;
-}
 
 AttentionCase make_case(int64_t B, int64_t T, int64_t streams, int64_t persistent, int64_t window,
                         int64_t omega, int64_t H, int64_t D, uint64_t seed) {
