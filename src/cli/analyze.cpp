@@ -327,6 +327,7 @@ void add_common(CLI::App* cmd, CommonArgs& a, int64_t default_count) {
   cmd->add_option("--figure", a.figure, "figure PNG (default: --out with .png)");
   cmd->add_flag("--no-figure", a.no_figure, "no figure (gnuplot not needed)");
   cmd->add_flag("--quiet", a.quiet, "no progress line or notes");
+  add_device_option(cmd, "sps " + cmd->get_parent()->get_name() + " " + cmd->get_name());
 }
 
 }  // namespace

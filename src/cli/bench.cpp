@@ -32,6 +32,7 @@ void register_bench(CLI::App& app) {
   attention->add_option("--heads", attn_heads, "heads H")->check(CLI::Range(1, 1024));
   attention->add_option("--head-dim", attn_head_dim, "head size D (even)")->check(CLI::Range(2, 1024));
   attention->add_option("--repeats", attn_repeats, "timed runs")->check(CLI::Range(1, 1000));
+  add_device_option(attention, "sps bench attention");
   attention->callback([] {
     if (attn_head_dim % 2) fail("--head-dim must be even, got {}", attn_head_dim);
     run_attention_bench(attn_tokens, attn_window, attn_heads, attn_head_dim, attn_repeats);
@@ -51,6 +52,7 @@ void register_bench(CLI::App& app) {
   step->add_flag("--json", options.json, "print one JSON object");
   step->add_flag("--forward-only", options.forward_only,
                  "time the forward alone (no backward; FLOPs count the forward only)");
+  add_device_option(step, "sps bench step");
   step->callback([] {
     options.config = load_model_config(config_path, overrides);
     if (options.tokens > options.config.block_size)
@@ -96,6 +98,7 @@ void register_bench(CLI::App& app) {
                      "hold all models at once and alternate them step by step (fair ratios on "
                      "a busy machine; peak memory is then the process's)");
   generate->add_flag("--json", gen.json, "one JSON object per model");
+  add_device_option(generate, "sps bench generate");
   generate->callback([] {
     if (gen_paper) {
       gen.prompt_tokens = 1024;

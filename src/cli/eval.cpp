@@ -362,6 +362,7 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--quiet", a->quiet, "no progress bars");
+  add_device_option(cmd, "sps eval");
   cmd->callback([a] { run_eval(*a); });
 }
 

@@ -259,6 +259,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--threads", a.threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 4096));
   cmd->add_flag("--stats", a.stats, "print token counts, prefill time, decode rate, cache size");
+  add_device_option(cmd, "sps generate");
   cmd->callback([cmd] {
     a.prompt_given = cmd->count("--prompt") > 0;
     run_generate(a);

@@ -1,7 +1,9 @@
 // sps train --config RECIPE [section.key=value …] [--resume] [--dry-run] [--stop-after N]
+//           [--device cpu|cuda[:N]]
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "ops/device.h"
 #include "train/collective.h"
 #include "train/plan.h"
 #include "train/train_config.h"
@@ -17,6 +19,7 @@ void register_train(CLI::App& app) {
   static std::vector<std::string> overrides;
   static TrainOptions options;
   static bool dry_run = false;
+  static std::string device;
   train_cmd->add_option("--config", config_path, "recipe YAML, e.g. configs/experiments/tiny_sps_w64.yaml")
       ->required();
   train_cmd->add_option("overrides", overrides,
@@ -29,11 +32,20 @@ void register_train(CLI::App& app) {
   train_cmd->add_option("--stop-after", options.stop_after_steps,
                         "stop after this many steps (writing checkpoints/latest), as SIGTERM does")
       ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max()));
+  train_cmd->add_option("--device", device,
+                        "cpu or cuda[:N]: the recipe's system.device for this run");
   train_cmd->callback([] {
     const std::unique_ptr<Collective> collective = make_collective();
     const int ranks = collective->size();
     try {
+      if (!device.empty()) {
+        ops::parse_device(device, "--device");
+        overrides.push_back("system.device=" + device);
+      }
       const TrainConfig config = load_train_config(config_path, overrides);
+      ops::require_device(ops::parse_device(config.system.device, "system.device"),
+                          device.empty() ? config.source + ": system.device" : "--device",
+                          "sps train");
       if (dry_run) {
         if (collective->rank() == 0)
           std::fputs(describe_train_plan(config, make_train_plan(config, ranks)).c_str(), stdout);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "ops/device.h"
 
 namespace sps::cli {
 
@@ -12,9 +13,9 @@ std::string version_text() {
       "revision {}\n"
       "build {}, {}\n"
       "blas {} (kernels for {})\n"
-      "cuda not built (this version has the CPU backend only)\n",
+      "{}\n",
       SPS_VERSION, SPS_REVISION, SPS_BUILD_TYPE, SPS_CPU_TARGET, openblas_get_config(),
-      openblas_get_corename());
+      openblas_get_corename(), ops::describe_cuda(ops::cuda_status()));
 }
 
 }  // namespace sps::cli

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "ops/device.h"
 #include "tokenizer/bpe.h"
 #include "util/error.h"
 #include "util/yaml_config.h"
@@ -28,7 +29,8 @@ const std::vector<std::string> kOptimizerKeys = {"learning_rate", "weight_decay"
 const std::vector<std::string> kSchedulerKeys = {"warmup_tokens", "lr_decay_tokens", "min_lr",
                                                  "decay_lr"};
 const std::vector<std::string> kDataKeys = {"dataset", "train_bin", "val_bin", "dtype"};
-const std::vector<std::string> kSystemKeys = {"threads", "recompute_activations", "out_dir"};
+const std::vector<std::string> kSystemKeys = {"threads", "recompute_activations", "out_dir",
+                                              "device"};
 
 const std::vector<std::string>* section_keys(const std::string& section) {
   if (section == "training") return &kTrainingKeys;
@@ -196,6 +198,7 @@ void validate(const TrainConfig& c, const std::string& s) {
   if (!c.data.dtype.empty() && c.data.dtype != "uint16" && c.data.dtype != "uint32")
     fail("{}: data.dtype: expected uint16 or uint32, got '{}'", s, c.data.dtype);
   at_least("system.threads", c.system.threads, 0);
+  ops::parse_device(c.system.device, s + ": system.device");
 }
 
 TrainConfig parse(const YAML::Node& root, const std::string& source, bool resolved) {
@@ -257,6 +260,7 @@ TrainConfig parse(const YAML::Node& root, const std::string& source, bool resolv
   system.read("threads", &c.system.threads);
   system.read("recompute_activations", &c.system.recompute_activations);
   system.read("out_dir", &c.system.out_dir);
+  system.read("device", &c.system.device);
   if (c.system.out_dir.empty()) c.system.out_dir = "runs/" + fs::path(source).stem().string();
   else if (!resolved) c.system.out_dir = expand_path(c.system.out_dir, source + ": system.out_dir");
 
@@ -385,6 +389,7 @@ std::string train_config_yaml(const TrainConfig& c, bool with_system) {
     out << YAML::Key << "threads" << YAML::Value << c.system.threads;
     out << YAML::Key << "recompute_activations" << YAML::Value << c.system.recompute_activations;
     out << YAML::Key << "out_dir" << YAML::Value << c.system.out_dir;
+    out << YAML::Key << "device" << YAML::Value << c.system.device;
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

@@ -59,6 +59,7 @@ struct SystemSettings {
   int64_t threads = 0;  // OpenMP threads per process; 0 = OMP_NUM_THREADS or all cores
   bool recompute_activations = false;  // per-block recomputation: less memory, one more forward
   std::string out_dir;  // the run folder; default runs/<recipe file name>
+  std::string device = "cpu";  // where the run's ops run: cpu, cuda or cuda:N (--device)
 };
 
 struct TrainConfig {

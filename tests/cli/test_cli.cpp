@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "run_command.h"
 
@@ -28,6 +29,37 @@ TEST(SpsCli, NoCommandIsOneLineAndStatus2) {
   std::string out;
   EXPECT_EQ(run_command(kSps + " 2>&1", &out), 2);
   EXPECT_EQ(out.rfind("sps: ", 0), 0u) << out;
+}
+
+// --device on every command that runs a model: a device this build or machine cannot use is
+// one line naming the flag (or recipe key), exit status 2, before any work starts.
+TEST(SpsCli, DeviceThatCannotRunIsOneLineAndStatus2) {
+  const std::string recipe = SPS_SOURCE_DIR "/configs/experiments/tiny_standard.yaml";
+  const std::string model = SPS_SOURCE_DIR "/configs/models/tiny.yaml";
+  for (const std::string& command : std::vector<std::string>{
+           "train --config " + recipe + " --dry-run", "eval --checkpoint nowhere",
+        "generate --checkpoint nowhere --prompt hi", "bench step --config " + model,
+        "bench attention", "bench generate --config " + model,
+        "analyze gradients --checkpoint nowhere --out nowhere.json"}) {
+    std::string out;
+    EXPECT_EQ(run_command(kSps + " " + command + " --device cuda:0 2>&1", &out), 2) << command;
+    EXPECT_EQ(out.rfind("sps: --device: ", 0), 0u) << command << ": " << out;
+    EXPECT_EQ(out.find('\n'), out.size() - 1) << command << ": " << out;
+    EXPECT_EQ(run_command(kSps + " " + command + " --device gpu 2>&1", &out), 2) << command;
+    EXPECT_EQ(out, "sps: --device: 'gpu' is not a device; expected cpu, cuda or cuda:N (N = 0, "
+                   "1, …)\n")
+        << command;
+  }
+  std::string out;
+  EXPECT_EQ(run_command(kSps + " train --config " + recipe + " system.device=tpu --dry-run 2>&1",
+                        &out),
+            2);
+  EXPECT_EQ(out, "sps: " + recipe +
+                     ": system.device: 'tpu' is not a device; expected cpu, cuda or cuda:N (N = "
+                     "0, 1, …)\n");
+  EXPECT_EQ(run_command(kSps + " train --config " + recipe + " --device cpu --dry-run 2>&1", &out),
+            0)
+      << out;
 }
 
 }  // namespace

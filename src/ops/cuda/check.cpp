@@ -1,0 +1,26 @@
+#include "ops/cuda/check.h"
+
+#include <cuda_runtime_api.h>
+
+#include "util/error.h"
+
+namespace sps::ops::cuda {
+
+void check(int error, const char* what) {
+  if (error != cudaSuccess)
+    fail("{}: {} ({})", what, cudaGetErrorString(cudaError_t(error)),
+         cudaGetErrorName(cudaError_t(error)));
+}
+
+void fail_allocation(size_t bytes, int error) {
+  int device = 0;
+  size_t free_bytes = 0, total = 0;
+  cudaGetDevice(&device);
+  cudaMemGetInfo(&free_bytes, &total);
+  constexpr double kGiB = 1 << 30;
+  fail("cuda:{}: cannot allocate {:.2f} GiB of device memory ({:.2f} GiB free of {:.2f}): {}",
+       device, double(bytes) / kGiB, double(free_bytes) / kGiB, double(total) / kGiB,
+       cudaGetErrorString(cudaError_t(error)));
+}
+
+}  // namespace sps::ops::cuda

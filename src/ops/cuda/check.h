@@ -1,0 +1,14 @@
+#pragma once
+// CUDA errors as UserErrors. The messages are formatted in check.cpp, so that .cu files need
+// no formatting library and no C++20.
+#include <cstddef>
+
+namespace sps::ops::cuda {
+
+// Throws a UserError naming `what` when a CUDA call failed.
+void check(int error, const char* what);
+
+// Throws a UserError: `bytes` did not fit on the current device; says how much is free.
+[[noreturn]] void fail_allocation(size_t bytes, int error);
+
+}  // namespace sps::ops::cuda

@@ -1,0 +1,71 @@
+#include "ops/device.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "util/error.h"
+#if SPS_WITH_CUDA
+#include "ops/cuda/gpu_info.h"
+#endif
+
+namespace sps::ops {
+
+std::string Device::name() const {
+  return kind == Kind::cpu ? "cpu" : fmt::format("cuda:{}", index);
+}
+
+Device parse_device(const std::string& text, const std::string& what) {
+  if (text == "cpu") return {};
+  if (text == "cuda") return {Device::Kind::cuda, 0};
+  if (text.rfind("cuda:", 0) == 0) {
+    const char* first = text.data() + 5;
+    const char* last = text.data() + text.size();
+    int index = -1;
+    const auto [end, error] = std::from_chars(first, last, index);
+    if (error == std::errc() && end == last && first != last && index >= 0)
+      return {Device::Kind::cuda, index};
+  }
+  fail("{}: '{}' is not a device; expected cpu, cuda or cuda:N (N = 0, 1, …)", what, text);
+}
+
+CudaStatus cuda_status() {
+  CudaStatus status;
+#if SPS_WITH_CUDA
+  status.built = true;
+  status.runtime = cuda::runtime_versions();
+  status.gpus = cuda::list_gpus(&status.problem);
+#endif
+  return status;
+}
+
+std::string describe_cuda(const CudaStatus& s) {
+  if (!s.built) return "cuda not built (this binary has the CPU backend only)";
+  std::string text = fmt::format("cuda {}", s.runtime);
+  if (!s.problem.empty()) return text + fmt::format("; no GPU usable: {}", s.problem);
+  for (size_t i = 0; i < s.gpus.size(); ++i)
+    text += fmt::format("; cuda:{} {} (sm_{}{}, {} SMs, {:.1f} GiB)", i, s.gpus[i].name,
+                        s.gpus[i].major, s.gpus[i].minor, s.gpus[i].multiprocessors,
+                        double(s.gpus[i].memory_bytes) / double(1 << 30));
+  return text;
+}
+
+void require_device(const Device& device, const std::string& what, const std::string& command) {
+  if (device.kind == Device::Kind::cpu) return;
+  const CudaStatus status = cuda_status();
+  if (!status.built)
+    fail("{}: {} asked for, but this sps was built without CUDA (configure with "
+         "-DSPS_CUDA=ON on a machine with the CUDA toolkit)",
+         what, device.name());
+  if (!status.problem.empty())
+    fail("{}: {} asked for, but no GPU is usable here: {}", what, device.name(), status.problem);
+  if (device.index >= int(status.gpus.size()))
+    fail("{}: {} asked for, but this machine has {} GPU{} (cuda:0 … cuda:{})", what,
+         device.name(), status.gpus.size(), status.gpus.size() == 1 ? "" : "s",
+         status.gpus.size() - 1);
+  fail("{}: the CUDA backend does not run `{}` yet (docs/gpu.md says what runs on a GPU); "
+       "use --device cpu",
+       what, command);
+}
+
+}  // namespace sps::ops

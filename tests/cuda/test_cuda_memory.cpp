@@ -1,0 +1,63 @@
+// The CUDA backend's memory ops against the host, on a real GPU. Without one (the build
+// machines have the toolkit but no GPU) every test is skipped; scripts/gpu-check.sh runs
+// them where there is one.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/cuda/memory.h"
+#include "ops/device.h"
+#include "util/user_error.h"
+
+namespace sps {
+namespace {
+
+#define SPS_REQUIRE_GPU()                                                              \
+  do {                                                                                 \
+    const ops::CudaStatus status = ops::cuda_status();                                 \
+    if (!status.problem.empty()) GTEST_SKIP() << "no GPU usable: " << status.problem; \
+  } while (0)
+
+// Device memory freed at scope end.
+struct DeviceFloats {
+  explicit DeviceFloats(int64_t n) : n(n), data(static_cast<float*>(ops::cuda::device_allocate(n * 4))) {}
+  ~DeviceFloats() { ops::cuda::device_free(data); }
+  std::vector<float> read() const {
+    std::vector<float> host(n);
+    ops::cuda::copy_to_host(host.data(), data, n * 4);
+    return host;
+  }
+  int64_t n;
+  float* data;
+};
+
+TEST(CudaMemory, FillAndAddMatchTheHostExactly) {
+  SPS_REQUIRE_GPU();
+  // Sizes around the block size and beyond the grid-stride limit (4096 blocks of 256).
+  for (int64_t n : {int64_t(1), int64_t(255), int64_t(257), int64_t(4096 * 256 + 3)}) {
+    std::vector<float> x(n), y(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = float(i % 97) * 0.25f, y[i] = float(i % 13) - 6.0f;
+    DeviceFloats dx(n), dy(n);
+    ops::cuda::copy_to_device(dx.data, x.data(), n * 4);
+    ops::cuda::copy_to_device(dy.data, y.data(), n * 4);
+    ops::cuda::add(dy.data, dx.data, n);
+    std::vector<float> expected(n);
+    for (int64_t i = 0; i < n; ++i) expected[i] = y[i] + x[i];
+    EXPECT_EQ(dy.read(), expected) << n;
+    ops::cuda::fill(dx.data, n, -1.5f);
+    EXPECT_EQ(dx.read(), std::vector<float>(n, -1.5f)) << n;
+  }
+}
+
+TEST(CudaMemory, AnAllocationTooLargeIsOneLine) {
+  SPS_REQUIRE_GPU();
+  const std::string error =
+      testing::error_of([] { ops::cuda::device_allocate(size_t(1) << 50); });  // 1 PiB
+  EXPECT_NE(error.find("cannot allocate 1048576.00 GiB of device memory"), std::string::npos)
+      << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sps
