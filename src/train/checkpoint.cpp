@@ -69,6 +69,19 @@ bool same(const T& a, const T& b) { return a == b; }
 
 }  // namespace
 
+TrainerState initial_trainer_state(const TrainConfig& config, int world_size) {
+  const TrainingSettings& tc = config.training;
+  TrainerState s;
+  s.world_size = world_size;
+  s.next_eval_tokens = tc.eval_total_tokens > 0 ? 0 : kNever;
+  s.next_save_tokens = tc.save_every > 0 ? tc.save_every : kNever;
+  s.next_rolling_tokens = tc.rolling_save_every > 0 ? tc.rolling_save_every : kNever;
+  s.seed = tc.seed;
+  s.chunk_shuffle_seed = tc.chunk_shuffle_seed;
+  s.eval_seed = tc.eval_seed;
+  return s;
+}
+
 std::string trainer_state_json(const TrainerState& s) {
   nlohmann::ordered_json j;
   j["step"] = s.step;

@@ -12,6 +12,7 @@
 // trainer state last), then NAME.tmp/ takes NAME's place in one rename (an exchange where
 // the file system supports it), so a crash at any moment leaves the previous NAME intact.
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@
 #include "train/train_config.h"
 
 namespace sps {
+
+// A schedule counter that never comes due.
+inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 struct TrainerState {
   int64_t step = 0;               // optimizer steps done
@@ -39,6 +43,9 @@ struct TrainerState {
   // state changes during training.
   int64_t seed = 0, chunk_shuffle_seed = 0, eval_seed = 0;
 };
+
+// The state of a run of `config` on `world_size` processes before its first step.
+TrainerState initial_trainer_state(const TrainConfig& config, int world_size);
 
 std::string trainer_state_json(const TrainerState& state);
 TrainerState trainer_state_from_json(const std::string& text, const std::string& source);
