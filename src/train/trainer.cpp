@@ -335,6 +335,10 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   if (resumed) {
     console.line(fmt::format("resumed from {} at step {} ({} tokens)", resumed_from, state.step,
                              state.tokens));
+    if (state.reason == kImportedReason)
+      console.line("an imported checkpoint: the weights, AdamW moments and step are the other "
+                   "trainer's; the data from here on come in sps's sampler order, not in the "
+                   "order that trainer would have read them");
     // A step's sums are split over the threads, so another thread count changes the last
     // bits of every step from here on: the run goes on correctly, but not bit-identically.
     if (leader && state.threads > 0 && state.threads != omp_get_max_threads())
