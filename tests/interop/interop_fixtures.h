@@ -123,7 +123,8 @@ inline std::vector<std::pair<std::string, std::string>> read_zip(const std::stri
   std::vector<std::pair<std::string, std::string>> records;
   for (zip_int64_t i = 0; i < zip_get_num_entries(z, 0); ++i) {
     zip_stat_t st;
-    zip_file_t* f = zip_stat_index(z, zip_uint64_t(i), 0, &st) == 0 ? zip_fopen_index(z, zip_uint64_t(i), 0) : nullptr;
+    if (zip_stat_index(z, zip_uint64_t(i), 0, &st) != 0) throw std::runtime_error("zip_stat failed");
+    zip_file_t* f = zip_fopen_index(z, zip_uint64_t(i), 0);
     if (!f) throw std::runtime_error("cannot read a record of " + path);
     std::string bytes(size_t(st.size), '\0');
     const bool complete = zip_fread(f, bytes.data(), st.size) == zip_int64_t(st.size);

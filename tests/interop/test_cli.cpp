@@ -39,9 +39,10 @@ TEST(ConvertCli, ImportsAReferenceCheckpoint) {
   EXPECT_EQ(config.family, "reverse_sps");
   EXPECT_EQ(config.window_size, 2);
   // The weights alone: no optimizer, no trainer state, nothing for `sps train --resume`.
-  for (const auto& entry : fs::recursive_directory_iterator(out))
-    EXPECT_TRUE(entry.path().filename() == "model.safetensors" || entry.path().filename() == "config.yaml")
-        << entry.path();
+  for (const auto& entry : fs::recursive_directory_iterator(out)) {
+    const std::string name = entry.path().filename();
+    EXPECT_TRUE(name == "model.safetensors" || name == "config.yaml") << entry.path();
+  }
   EXPECT_EQ(dir.entries(), 1u);  // no temporary folder left
 }
 
