@@ -2,6 +2,7 @@
 //                   [--precision f32|f16|bf16] [--tokenizer gpt2|FOLDER|RANKS]
 // The input format is detected: a zip archive is a torch.save checkpoint of the paper's
 // reference trainer; a folder is an sps checkpoint (or a run folder, its newest checkpoint).
+// --to sps --with-optimizer writes a run folder that `sps train --resume` continues.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -68,6 +69,15 @@ void run_convert(const ConvertArgs& a) {
                 (long long)ckpt.config.window_size, (long long)ckpt.config.n_layer,
                 (long long)ckpt.config.hidden_size, (long long)ckpt.config.vocab_size,
                 ckpt.exp_avg.empty() ? "" : ", with AdamW state", a.out.c_str());
+    if (!ckpt.exp_avg.empty()) {
+      const long long step = ckpt.optimizer_step, tokens = ckpt.tokens_seen;
+      std::printf("%s: a run folder at step %lld (%lld tokens, %lld per step); continue it with "
+                  "sps train --config RECIPE system.out_dir=%s --resume\n",
+                  a.out.c_str(), step, tokens, step > 0 ? tokens / step : 0, a.out.c_str());
+      std::printf("note: from there on the data come in sps's sampler order, not the reference "
+                  "trainer's (its sampler and RNG state are not imported), so the continuation is "
+                  "not the run PyTorch would have made\n");
+    }
     return;
   }
   if (a.to != "gguf" && a.to != "hf") fail("--to {}: expected sps, gguf or hf", a.to);
@@ -116,7 +126,8 @@ void register_convert(CLI::App& app) {
   cmd->add_option("--window", a.import.window, "window when the checkpoint does not give it")
       ->check(CLI::Range(int64_t(0), std::numeric_limits<int64_t>::max()));
   cmd->add_flag("--with-optimizer", a.import.with_optimizer,
-                "--to sps: also import AdamW's moments and step (optimizer.safetensors)");
+                "--to sps: also import AdamW's moments, step and tokens seen; OUT is then a run "
+                "folder that `sps train --resume` continues");
   cmd->add_option("--precision", a.precision, "--to gguf: f32 (default), f16 or bf16");
   cmd->add_option("--tokenizer", a.tokenizer,
                   "--to gguf|hf: gpt2 (default), a folder with encoder.json and vocab.bpe, or a rank file (sps tokenizer train)");

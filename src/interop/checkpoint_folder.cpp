@@ -9,6 +9,7 @@
 
 #include "model/params.h"
 #include "model/weights_io.h"
+#include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -56,15 +57,24 @@ void write_imported_checkpoint(const std::string& out_dir, const ImportedCheckpo
   const std::string yaml = model_config_yaml(
       ckpt.config, fmt::format("imported by sps convert from {} (reference trainer, iter_num {})",
                                fs::path(source).filename().string(), ckpt.iter_num));
-  write_folder_atomically(out_dir, [&](const std::string& dir) {
+  const bool resumable = !ckpt.exp_avg.empty();
+  write_folder_atomically(out_dir, [&](const std::string& tmp) {
+    const std::string dir =
+        resumable ? (fs::path(checkpoints_dir(tmp)) / kImportedCheckpointName).string() : tmp;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) fail("--out {}: cannot create {}: {}", out_dir, dir, ec.message());
     save_weights(dir + "/model.safetensors", table, ckpt.weights.data(), yaml);
     write_file_atomically(dir + "/config.yaml", yaml);
-    if (!ckpt.exp_avg.empty()) {
+    if (resumable) {
       AdamW optimizer(table, OptimizerSettings{});
       optimizer.exp_avg() = ckpt.exp_avg;
       optimizer.exp_avg_sq() = ckpt.exp_avg_sq;
       optimizer.set_step(ckpt.optimizer_step);
       optimizer.save(dir + "/optimizer.safetensors");
+      write_file_atomically(dir + "/trainer_state.json",
+                            trainer_state_json(imported_trainer_state(ckpt.optimizer_step,
+                                                                      ckpt.tokens_seen)));
     }
   });
 }

@@ -3,7 +3,12 @@
 //   model.safetensors      weights under the names of docs/model.md §2 (F32), the config in
 //                          its metadata
 //   config.yaml            the model section
-//   optimizer.safetensors  AdamW's moments and step, when the import carried them
+// When the import carried AdamW's state, OUT is instead a run folder whose one checkpoint,
+// OUT/checkpoints/imported/, also holds
+//   optimizer.safetensors  AdamW's moments and step
+//   trainer_state.json     the step and tokens seen (train/checkpoint.h)
+// so that `sps train --resume` with system.out_dir=OUT continues the run (`--checkpoint
+// OUT` takes a run folder too).
 // The folder is written under a temporary name and renamed into place, so a failure
 // leaves nothing behind; an existing OUT is refused rather than replaced.
 #include <functional>
@@ -12,6 +17,9 @@
 #include "interop/reference_checkpoint.h"
 
 namespace sps {
+
+// The name of the checkpoint in a run folder written from an import with AdamW's state.
+inline constexpr const char* kImportedCheckpointName = "imported";
 
 // The `model:` section of a config file for `config`, with a comment line first.
 std::string model_config_yaml(const ModelConfig& config, const std::string& comment);

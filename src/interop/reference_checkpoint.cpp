@@ -216,6 +216,25 @@ void read_optimizer(const Reader& r, const PickleValue& root, const ParamTable& 
   out->optimizer_step = step;
 }
 
+// Where the run stood, for `sps train --resume`, which counts one step for both the LR
+// schedule (iter_num in the reference) and AdamW's bias correction (the optimizer's step).
+void read_progress(const Reader& r, const PickleValue& root, ImportedCheckpoint* out) {
+  const std::string& path = r.archive.path();
+  const PickleValue* iter = r.get(root, "iter_num");
+  if (!iter)
+    fail("{}: no iter_num (the steps done), which resuming needs; drop --with-optimizer", path);
+  if (out->iter_num != out->optimizer_step)
+    fail("{}: iter_num is {}, but the optimizer made {} updates (optimizer.state[].step); sps "
+         "resumes with one step count for both",
+         path, out->iter_num, out->optimizer_step);
+  const PickleValue* tokens = r.get(root, "last_save_tokens");
+  if (!tokens)
+    fail("{}: no last_save_tokens (the tokens seen), which resuming needs; drop --with-optimizer",
+         path);
+  out->tokens_seen = r.integer(*tokens, "last_save_tokens");
+  if (out->tokens_seen < 0) fail("{}: last_save_tokens is negative ({})", path, out->tokens_seen);
+}
+
 }  // namespace
 
 std::string family_of_reference_class(const std::string& target) {
@@ -277,7 +296,10 @@ ImportedCheckpoint import_reference_checkpoint(const std::string& path, const Im
     }
   }
 
-  if (options.with_optimizer) read_optimizer(r, root, table, &out);
+  if (options.with_optimizer) {
+    read_optimizer(r, root, table, &out);
+    read_progress(r, root, &out);
+  }
   return out;
 }
 

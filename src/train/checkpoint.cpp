@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/config.h"
 #include "model/weights_io.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -69,6 +70,27 @@ bool same(const T& a, const T& b) { return a == b; }
 
 }  // namespace
 
+TrainerState initial_trainer_state(const TrainConfig& config, int world_size) {
+  const TrainingSettings& tc = config.training;
+  TrainerState s;
+  s.world_size = world_size;
+  s.next_eval_tokens = tc.eval_total_tokens > 0 ? 0 : kNever;
+  s.next_save_tokens = tc.save_every > 0 ? tc.save_every : kNever;
+  s.next_rolling_tokens = tc.rolling_save_every > 0 ? tc.rolling_save_every : kNever;
+  s.seed = tc.seed;
+  s.chunk_shuffle_seed = tc.chunk_shuffle_seed;
+  s.eval_seed = tc.eval_seed;
+  return s;
+}
+
+TrainerState imported_trainer_state(int64_t step, int64_t tokens) {
+  TrainerState s;
+  s.step = step;
+  s.tokens = tokens;
+  s.reason = kImportedReason;
+  return s;
+}
+
 std::string trainer_state_json(const TrainerState& s) {
   nlohmann::ordered_json j;
   j["step"] = s.step;
@@ -81,6 +103,9 @@ std::string trainer_state_json(const TrainerState& s) {
                    {"pre_decay_saved", s.pre_decay_saved}};
   j["metrics_bytes"] = s.metrics_bytes;
   j["reason"] = s.reason;
+  if (s.reason == kImportedReason)
+    j["note"] = "only step and tokens come from the other trainer; a resume takes the "
+                "sampler position, schedule and seeds from its own config";
   j["rng"] = {{"seed", s.seed}, {"chunk_shuffle_seed", s.chunk_shuffle_seed},
               {"eval_seed", s.eval_seed},
               {"note", "no generator advances during training: weights are drawn once from "
@@ -219,30 +244,68 @@ std::string trajectory_difference(const TrainConfig& there, const TrainConfig& h
   return diff;
 }
 
+namespace {
+
+// The first multiple of `every` past `tokens`, or kNever when `every` is 0 (off).
+int64_t next_after(int64_t tokens, int64_t every) {
+  return every > 0 ? (tokens / every + 1) * every : kNever;
+}
+
+// Where a run of `config` stands after an imported checkpoint's steps: the sampler past
+// the windows such a run would have read (in sps's order; the other trainer's order is not
+// known here), an evaluation at once, and no checkpoint due for the tokens already behind.
+TrainerState continue_imported(const TrainerState& imported, const TrainConfig& config,
+                               int world_size) {
+  const TrainingSettings& tc = config.training;
+  TrainerState s = initial_trainer_state(config, world_size);
+  s.step = imported.step;
+  s.tokens = imported.tokens;
+  s.reason = imported.reason;
+  s.windows_per_rank = s.step * tc.global_batch_size / world_size;
+  s.next_save_tokens = next_after(s.tokens, tc.save_every);
+  s.next_rolling_tokens = next_after(s.tokens, tc.rolling_save_every);
+  const int64_t decay_start = config.decay_start_tokens();
+  s.pre_decay_saved = decay_start >= 0 && s.tokens > decay_start;
+  return s;
+}
+
+}  // namespace
+
 TrainerState load_checkpoint(const std::string& dir, const TrainConfig& config, int world_size,
                              const ParamTable& table, float* weights, AdamW& optimizer) {
-  const std::string config_path = dir + "/config.yaml";
-  const TrainConfig there = train_config_from_yaml(load_yaml_file(config_path), config_path);
-  const std::string diff = trajectory_difference(there, config);
-  if (!diff.empty())
-    fail("{}: the checkpoint belongs to another config: {} (choose another system.out_dir "
-         "for a new run)",
-         dir, diff);
   const std::string state_path = dir + "/trainer_state.json";
   TrainerState state = trainer_state_from_json(read_text(state_path), state_path);
-  if (state.world_size != world_size)
+  const bool imported = state.reason == kImportedReason;
+  const std::string config_path = dir + "/config.yaml";
+  TrainConfig there;
+  if (imported) {
+    // Another trainer's checkpoint records its model; the sampler and seeds are this run's.
+    there = config;
+    there.model = load_model_config(config_path, {});
+    there.model.init_std = config.model.init_std;  // the weights are imported, not drawn
+  } else {
+    there = train_config_from_yaml(load_yaml_file(config_path), config_path);
+  }
+  const std::string diff = trajectory_difference(there, config);
+  if (!diff.empty())
+    fail("{}: the checkpoint belongs to another config: {} ({})", dir, diff,
+         imported ? "the recipe must describe the imported model"
+                  : "choose another system.out_dir for a new run");
+  if (!imported && state.world_size != world_size)
     fail("{}: written by a run of {} processes, resumed with {}; the data split depends on it "
          "(resume with mpirun -np {})",
          dir, state.world_size, world_size, state.world_size);
   if (state.tokens != state.step * config.tokens_per_step())
-    fail("{}: {} tokens after {} steps does not match {} tokens per step", state_path,
-         state.tokens, state.step, config.tokens_per_step());
+    fail("{}: {} tokens after {} steps, but training.global_batch_size × model.block_size = "
+         "{} × {} tokens per step make {}",
+         state_path, state.tokens, state.step, config.training.global_batch_size,
+         config.model.block_size, state.step * config.tokens_per_step());
   load_weights(dir + "/model.safetensors", table, weights);
   optimizer.load(dir + "/optimizer.safetensors");
   if (optimizer.step() != state.step)
     fail("{}: the optimizer made {} updates, the trainer state says {} steps", dir,
          optimizer.step(), state.step);
-  return state;
+  return imported ? continue_imported(state, config, world_size) : state;
 }
 
 }  // namespace sps

@@ -6,12 +6,14 @@
 //   config.yaml            the resolved config of the run
 //   trainer_state.json     step, tokens, sampler position, schedule counters, seeds
 // Names: `latest` (rolling, and the one SIGINT/SIGTERM write), `tokens_NNNNNNNNNNNN` (every
-// training.save_every tokens), `pre_decay` (where the LR decay starts), `final`.
+// training.save_every tokens), `pre_decay` (where the LR decay starts), `final`; and
+// `imported`, which `sps convert --with-optimizer` writes from another trainer's checkpoint.
 //
 // Writing is atomic per folder: everything goes to NAME.tmp/ (each file fsynced, the
 // trainer state last), then NAME.tmp/ takes NAME's place in one rename (an exchange where
 // the file system supports it), so a crash at any moment leaves the previous NAME intact.
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,13 @@
 #include "train/train_config.h"
 
 namespace sps {
+
+// A schedule counter that never comes due.
+inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+// The `reason` of a checkpoint written by `sps convert --with-optimizer` from another
+// trainer's file.
+inline constexpr const char* kImportedReason = "imported";
 
 struct TrainerState {
   int64_t step = 0;               // optimizer steps done
@@ -33,12 +42,20 @@ struct TrainerState {
   int64_t next_rolling_tokens = 0;
   bool pre_decay_saved = false;
   int64_t metrics_bytes = 0;      // metrics.jsonl's length at this point (resume truncates)
-  std::string reason;             // latest | named | pre_decay | final | interrupted
+  std::string reason;             // latest | named | pre_decay | final | interrupted | imported
   // The seeds of every random stream. Weights are drawn once from `seed`; the sampler's
   // chunk order and the validation windows are recomputed from theirs, so no generator
   // state changes during training.
   int64_t seed = 0, chunk_shuffle_seed = 0, eval_seed = 0;
 };
+
+// The state of a run of `config` on `world_size` processes before its first step.
+TrainerState initial_trainer_state(const TrainConfig& config, int world_size);
+
+// The state of a checkpoint imported from another trainer: its step and tokens seen, which
+// that trainer's file records. Its data order, RNG streams and schedule are not sps's, so
+// nothing else is kept: load_checkpoint takes the rest from the resuming run's config.
+TrainerState imported_trainer_state(int64_t step, int64_t tokens);
 
 std::string trainer_state_json(const TrainerState& state);
 TrainerState trainer_state_from_json(const std::string& text, const std::string& source);
@@ -64,6 +81,8 @@ void remove_unfinished_checkpoints(const std::string& run_dir);
 // Reads a checkpoint into `weights` and `optimizer`, after checking that it was written for
 // a config compatible with `config` (same model, batch, data order and seed) and with
 // `world_size` processes; a mismatch is a UserError naming the checkpoint and the field.
+// An imported checkpoint must match the model and the tokens per step; its sampler
+// position and schedule are those a run of `config` would have after the same steps.
 TrainerState load_checkpoint(const std::string& dir, const TrainConfig& config, int world_size,
                              const ParamTable& table, float* weights, AdamW& optimizer);
 

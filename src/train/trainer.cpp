@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -28,8 +27,6 @@ namespace sps {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 // ---- output ----------------------------------------------------------------------------
 std::string duration_text(double seconds) {
@@ -261,15 +258,8 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   const ParamTable& table = model.params();
   const int64_t P = table.total();
   AdamW optimizer(table, config.optimizer);
-  TrainerState state;
-  state.world_size = ranks;
+  TrainerState state = initial_trainer_state(config, ranks);
   state.threads = omp_get_max_threads();
-  state.next_eval_tokens = evaluating ? 0 : kNever;
-  state.next_save_tokens = tc.save_every > 0 ? tc.save_every : kNever;
-  state.next_rolling_tokens = tc.rolling_save_every > 0 ? tc.rolling_save_every : kNever;
-  state.seed = tc.seed;
-  state.chunk_shuffle_seed = tc.chunk_shuffle_seed;
-  state.eval_seed = tc.eval_seed;
 
   std::string resumed_from;
   std::optional<WriterLock> lock;  // one trainer per run folder, for the whole run
@@ -345,6 +335,10 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   if (resumed) {
     console.line(fmt::format("resumed from {} at step {} ({} tokens)", resumed_from, state.step,
                              state.tokens));
+    if (state.reason == kImportedReason)
+      console.line("an imported checkpoint: the weights, AdamW moments and step are the other "
+                   "trainer's; the data from here on come in sps's sampler order, not in the "
+                   "order that trainer would have read them");
     // A step's sums are split over the threads, so another thread count changes the last
     // bits of every step from here on: the run goes on correctly, but not bit-identically.
     if (leader && state.threads > 0 && state.threads != omp_get_max_threads())

@@ -1,17 +1,19 @@
 #pragma once
 // Helpers of the interop tests: the checked-in torch.save fixtures (made by
-// fixtures/make_fixtures.py), a writer of small pickles for hostile inputs, and zip archives
-// written with libzip.
+// fixtures/make_fixtures.py), a recipe that resumes one in sps, a writer of small pickles
+// for hostile inputs, and zip archives written and read with libzip.
 #include <zip.h>
 
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "interop/export_vocabulary.h"
+#include "train/train_fixtures.h"
 
 namespace sps::testing {
 
@@ -26,6 +28,25 @@ inline std::vector<float> read_f32_file(const std::string& path) {
   std::vector<float> out(bytes.size() / 4);
   std::memcpy(out.data(), bytes.data(), out.size() * 4);
   return out;
+}
+
+// A recipe that resumes the fixtures' sps model (make_fixtures.py: V 64, d 8, 2 layers,
+// T 8, w 2) at their 4 sequences per step (last_save_tokens = 64 after 2 steps), `steps`
+// steps long, on the micro data of the trainer tests (write_micro_data) in `data_dir`. The
+// warm-up makes the learning rate depend on the step; no clipping keeps a step simple to
+// recompute.
+inline std::string fixture_sps_recipe(const std::string& data_dir, int64_t steps) {
+  std::ostringstream s;
+  s << "model: {family: sps, n_layer: 2, n_head: 2, hidden_size: 8, intermediate_size: 16, "
+       "vocab_size: 64, block_size: 8, window_size: 2, eos_token_id: 61, predict_token_id: 62, "
+       "pad_token_id: 63, norm_eps: 1.0e-6}\n"
+    << "training: {micro_batch_size: 2, global_batch_size: 4, max_tokens: " << steps * 32
+    << ", eval_total_tokens: 16, sampler_type: fixed_random_chunk, chunk_size_units: 7}\n"
+    << "optimizer: {learning_rate: 0.01, grad_clip: 0}\n"
+    << "scheduler: {warmup_tokens: 128, lr_decay_tokens: 0}\n"
+    << "data: {dataset: " << data_dir << "}\n"
+    << "system: {threads: 1}\n";
+  return s.str();
 }
 
 // A vocabulary for the fixtures' V = 64 (EOS = 61), too small for a real byte-level BPE
@@ -92,6 +113,27 @@ inline void write_zip(const std::string& path, const std::vector<std::pair<std::
     zip_set_file_compression(z, zip_uint64_t(i), deflate ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 9);
   }
   if (zip_close(z) != 0) throw std::runtime_error("zip_close failed");
+}
+
+// Every record of a zip archive, in order, as (name, bytes).
+inline std::vector<std::pair<std::string, std::string>> read_zip(const std::string& path) {
+  int err = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY, &err);
+  if (!z) throw std::runtime_error("zip_open failed: " + path);
+  std::vector<std::pair<std::string, std::string>> records;
+  for (zip_int64_t i = 0; i < zip_get_num_entries(z, 0); ++i) {
+    zip_stat_t st;
+    if (zip_stat_index(z, zip_uint64_t(i), 0, &st) != 0) throw std::runtime_error("zip_stat failed");
+    zip_file_t* f = zip_fopen_index(z, zip_uint64_t(i), 0);
+    if (!f) throw std::runtime_error("cannot read a record of " + path);
+    std::string bytes(size_t(st.size), '\0');
+    const bool complete = zip_fread(f, bytes.data(), st.size) == zip_int64_t(st.size);
+    zip_fclose(f);
+    if (!complete) throw std::runtime_error("short record in " + path);
+    records.emplace_back(st.name, std::move(bytes));
+  }
+  zip_close(z);
+  return records;
 }
 
 }  // namespace sps::testing

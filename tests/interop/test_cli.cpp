@@ -8,6 +8,7 @@
 #include "model/config.h"
 #include "model/params.h"
 #include "tokenizer/bpe.h"
+#include "train/checkpoint.h"
 #include "run_command.h"
 #include "util/temp_dir.h"
 
@@ -29,16 +30,64 @@ TEST(ConvertCli, ImportsAReferenceCheckpoint) {
   const std::string out = dir.file("model");
   std::string err;
   ASSERT_EQ(convert(quoted(interop_fixture("reverse_sps_fp32_compiled.pt")) + " --to sps --out " +
-                        quoted(out) + " --with-optimizer",
+                        quoted(out),
                     &err),
             0)
       << err;
   EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
-  EXPECT_TRUE(fs::exists(out + "/optimizer.safetensors"));
   const ModelConfig config = load_model_config(out + "/config.yaml", {});
   EXPECT_EQ(config.family, "reverse_sps");
   EXPECT_EQ(config.window_size, 2);
+  // The weights alone: no optimizer, no trainer state, nothing for `sps train --resume`.
+  for (const auto& entry : fs::recursive_directory_iterator(out)) {
+    const std::string name = entry.path().filename();
+    EXPECT_TRUE(name == "model.safetensors" || name == "config.yaml") << entry.path();
+  }
   EXPECT_EQ(dir.entries(), 1u);  // no temporary folder left
+}
+
+// --with-optimizer writes a run folder that `sps train --resume` continues at the imported
+// step, after checking the recipe against the imported model and tokens per step.
+TEST(ConvertCli, TrainResumesAnImportWithTheOptimizer) {
+  TempDir dir;
+  testing::write_micro_data(dir.path().string());
+  const std::string recipe = dir.file("recipe.yaml");
+  testing::write_whole_file(recipe, testing::fixture_sps_recipe(dir.path().string(), 6));
+  const std::string run = dir.file("run");
+  std::string out;
+  ASSERT_EQ(testing::run_command(quoted(SPS_BINARY) + " convert " + quoted(interop_fixture("sps_fp32_compiled.pt")) +
+                                     " --to sps --with-optimizer --out " + quoted(run) + " 2>&1",
+                                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(run + ": a run folder at step 2 (64 tokens, 32 per step); continue it with sps "
+                           "train --config RECIPE system.out_dir=" + run + " --resume\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("note: from there on the data come in sps's sampler order, not the reference "
+                     "trainer's"),
+            std::string::npos)
+      << out;
+  const std::string train = quoted(SPS_BINARY) + " train --config " + quoted(recipe) +
+                            " system.out_dir=" + quoted(run) + " --resume ";
+  const std::string imported = run + "/checkpoints/imported";
+  std::string err;
+  EXPECT_EQ(testing::run_command(train + "model.n_layer=3 2>&1 >/dev/null", &err), 2);
+  EXPECT_EQ(err, "sps: " + imported + ": the checkpoint belongs to another config: model.n_layer is 2 "
+                 "there, 3 here (the recipe must describe the imported model)\n");
+  EXPECT_EQ(testing::run_command(train + "training.global_batch_size=8 2>&1 >/dev/null", &err), 2);
+  EXPECT_EQ(err, "sps: " + imported + "/trainer_state.json: 64 tokens after 2 steps, but "
+                 "training.global_batch_size × model.block_size = 8 × 8 tokens per step make 128\n");
+
+  ASSERT_EQ(testing::run_command(train + "--stop-after 1 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("resumed from " + imported + " at step 2 (64 tokens)\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("an imported checkpoint:"), std::string::npos) << out;
+  const TrainerState state = trainer_state_from_json(
+      testing::read_whole_file(run + "/checkpoints/latest/trainer_state.json"), "latest");
+  EXPECT_EQ(state.step, 3);
+  EXPECT_EQ(state.tokens, 96);
+  ASSERT_EQ(testing::run_command(train + "2>&1", &out), 0) << out;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/final/model.safetensors")) << out;
 }
 
 TEST(ConvertCli, BadInputIsOneLineAndExitTwoWithNothingWritten) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "interop/checkpoint_folder.h"
 #include "interop/reference_checkpoint.h"
@@ -13,6 +14,7 @@
 #include "interop_fixtures.h"
 #include "model/model.h"
 #include "model/weights_io.h"
+#include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "util/error.h"
 #include "util/temp_dir.h"
@@ -146,26 +148,81 @@ TEST(Import, OptimizerMomentsInTableOrder) {
             std::string::npos);
 }
 
-TEST(Import, WritesACheckpointFolderTheModelLoads) {
+// A copy of fixture `name` whose pickle `edit` changed in place (keeping its length).
+std::string edited_fixture(const testing::TempDir& dir, const std::string& name,
+                           const std::function<void(std::string&)>& edit) {
+  auto records = testing::read_zip(interop_fixture(name));
+  for (auto& [record, bytes] : records)
+    if (record.ends_with("/data.pkl")) edit(bytes);
+  const std::string path = dir.file(name);
+  testing::write_zip(path, records);
+  return path;
+}
+
+// What resuming needs besides the moments: the steps done, equal to the optimizer's count,
+// and the tokens seen. The weights alone import without them.
+TEST(Import, WithOptimizerNeedsTheStepAndTheTokensSeen) {
+  testing::TempDir dir;
+  ImportOptions options;
+  options.with_optimizer = true;
+  // After each key, its memo entry ('r' + 4 bytes), then BININT1 ('K') and the value.
+  const std::string third_step = edited_fixture(dir, "sps_fp32_compiled.pt", [](std::string& pkl) {
+    const size_t key = pkl.find("iter_num");
+    ASSERT_EQ(pkl[key + 13], 'K');
+    pkl[key + 14] = 3;
+  });
+  EXPECT_NE(import_error(third_step, options).find("iter_num is 3, but the optimizer made 2 updates"),
+            std::string::npos) << import_error(third_step, options);
+  const std::string no_tokens = edited_fixture(dir, "standard_fp32_compiled.pt", [](std::string& pkl) {
+    pkl.replace(pkl.find("last_save_tokens"), 16, "last_save_tokenz");
+  });
+  EXPECT_NE(import_error(no_tokens, options).find("no last_save_tokens (the tokens seen)"),
+            std::string::npos) << import_error(no_tokens, options);
+  for (const std::string& path : {third_step, no_tokens}) EXPECT_EQ(import_error(path), "") << path;
+}
+
+// With the optimizer, a run folder whose one checkpoint `sps train --resume` finds.
+TEST(Import, WritesARunFolderWithTheTrainerState) {
   testing::TempDir dir;
   ImportOptions options;
   options.with_optimizer = true;
   const ImportedCheckpoint ckpt = import_reference_checkpoint(interop_fixture("delayed_state_fp32_compiled.pt"), options);
+  EXPECT_EQ(ckpt.tokens_seen, 64);  // make_fixtures.py: 2 steps × 4 sequences × T 8
   const std::string out = dir.file("imported");
   write_imported_checkpoint(out, ckpt, "delayed_state_fp32_compiled.pt");
-  const ModelConfig config = load_model_config(out + "/config.yaml", {});
+  const std::string checkpoint = out + "/checkpoints/imported";
+  EXPECT_EQ(find_newest_checkpoint(out), checkpoint);
+  const ModelConfig config = load_model_config(checkpoint + "/config.yaml", {});
   EXPECT_EQ(config.family, "delayed_state");
   EXPECT_EQ(config.window_size, 2);
   Model<float> model(config);
-  load_weights(out + "/model.safetensors", model.params(), model.weights());
+  load_weights(checkpoint + "/model.safetensors", model.params(), model.weights());
   EXPECT_TRUE(std::equal(ckpt.weights.begin(), ckpt.weights.end(), model.weights()));
   AdamW optimizer(model.params(), OptimizerSettings{});
-  optimizer.load(out + "/optimizer.safetensors");
+  optimizer.load(checkpoint + "/optimizer.safetensors");
   EXPECT_EQ(optimizer.step(), 2);
   EXPECT_EQ(optimizer.exp_avg(), ckpt.exp_avg);
+  const TrainerState state = trainer_state_from_json(
+      testing::read_whole_file(checkpoint + "/trainer_state.json"), checkpoint);
+  EXPECT_EQ(state.step, 2);
+  EXPECT_EQ(state.tokens, 64);
+  EXPECT_EQ(state.reason, kImportedReason);
   // An existing folder is not replaced.
   EXPECT_THROW(write_imported_checkpoint(out, ckpt, "x.pt"), UserError);
   EXPECT_EQ(dir.entries(), 1u);
+}
+
+// Without it, a checkpoint folder of the weights alone: nothing to resume.
+TEST(Import, WithoutTheOptimizerWritesNoTrainerState) {
+  testing::TempDir dir;
+  const ImportedCheckpoint ckpt = import_reference_checkpoint(interop_fixture("sps_fp32_compiled.pt"), {});
+  const std::string out = dir.file("imported");
+  write_imported_checkpoint(out, ckpt, "sps_fp32_compiled.pt");
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(out))
+    files.push_back(entry.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"config.yaml", "model.safetensors"}));
 }
 
 // --- Hostile archives -------------------------------------------------------------------
