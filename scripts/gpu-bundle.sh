@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Packs what scripts/gpu-check.sh runs, for a GPU machine that has a driver but not this
+# project's libraries: a portable (no -march=native) CUDA build of sps and test_cuda, and
+# every shared library they load except the C library's own, in one .tar.zst.
+#
+#   scripts/gpu-bundle.sh [OUT.tar.zst]     (default build/gpu-bundle.tar.zst)
+#
+# Then, on the GPU machine: scripts/gpu-check.sh --bundle OUT.tar.zst
+# The binaries find the libraries through their RUNPATH ($ORIGIN/lib).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:-build/gpu-bundle.tar.zst}")
+build=build/gpu-portable
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON -DSPS_NATIVE=OFF \
+  -DCMAKE_BUILD_RPATH='$ORIGIN/lib' >/dev/null
+ninja -C $build sps test_cuda
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/lib"
+cp $build/sps $build/test_cuda "$stage/"
+# The C library, its loader and its parts come from the machine the bundle runs on.
+ldd $build/sps $build/test_cuda | awk '$3 ~ /^\// {print $3}' | sort -u |
+  grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+tar -C "$stage" -c . | zstd -q -19 -T0 -o "$out" -f
+echo "$out: $(du -h "$out" | cut -f1) ($(ls "$stage/lib" | wc -l) libraries)"

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The GPU check of docs/gpu.md: on a machine with an NVIDIA GPU, build (or take a prepared
+# bundle), then run everything that needs a GPU and write one JSON report.
+#
+#   scripts/gpu-check.sh [--bundle FILE.tar.zst] [--report FILE.json] [--only STAGE]
+#
+# Without --bundle it builds build/gpu with -DSPS_CUDA=ON (the dependencies of
+# scripts/install-deps.sh must be installed). A bundle made by scripts/gpu-bundle.sh carries
+# the binaries and their libraries instead, for a GPU machine without them.
+# Stages, in order: gpu, build, version, sass, kernels, sanitizer, device-errors. The stages
+# the CUDA backend does not have yet (ops against the CPU backend, training steps, decoding,
+# multi-GPU, benchmarks) are listed in the report as "not built", so that it says what was
+# not checked. Exit status 0 when every stage run passed, 1 otherwise, 2 on bad arguments.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bundle="" report="gpu-check.json" only=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bundle) bundle=$2; shift 2 ;;
+    --report) report=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    *) echo "gpu-check.sh: unknown argument '$1' (expected --bundle, --report or --only)" >&2; exit 2 ;;
+  esac
+done
+[ -z "$bundle" ] || [ -f "$bundle" ] || { echo "gpu-check.sh: --bundle $bundle: no such file" >&2; exit 2; }
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+results=()  # one JSON object per stage
+failed=0
+bin=build/gpu
+
+# run_stage NAME COMMAND...: runs the stage (unless --only names another), records pass/fail,
+# seconds and the end of its output.
+run_stage() {
+  local name=$1; shift
+  [ -z "$only" ] || [ "$only" = "$name" ] || [ "$name" = build ] || return 0
+  local start=$SECONDS status
+  "$@" >"$logs/$name.log" 2>&1 && status=passed || status=failed
+  [ $status = passed ] || failed=1
+  printf '%-14s %s (%ds)\n' "$name" "$status" $((SECONDS - start))
+  [ $status = passed ] || tail -5 "$logs/$name.log" | sed 's/^/    /'
+  results+=("$(python3 -c 'import json,sys; print(json.dumps({"stage": sys.argv[1], "status": sys.argv[2], "seconds": int(sys.argv[3]), "output_tail": open(sys.argv[4], errors="replace").read()[-4000:]}))' \
+    "$name" "$status" $((SECONDS - start)) "$logs/$name.log")")
+}
+
+stage_gpu() {
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version,compute_cap --format=csv,noheader
+}
+
+stage_build() {
+  if [ -n "$bundle" ]; then
+    rm -rf "$bin" && mkdir -p "$bin" && tar -x -C "$bin" -f "$bundle" --zstd || return 1
+  else
+    cmake -S . -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON &&
+      ninja -C "$bin" sps test_cuda
+  fi
+  "$bin/sps" --version >/dev/null  # the binary runs here (its libraries are found)
+}
+
+# The binary sees the GPU and says so.
+stage_version() {
+  local text
+  text=$("$bin/sps" --version) && echo "$text" && grep -q '; cuda:0 ' <<<"$text"
+}
+
+# Hopper code is in the binary as sm_90a machine code, and no kernel uses local memory.
+stage_sass() {
+  command -v cuobjdump >/dev/null || { echo "cuobjdump not found"; return 1; }
+  cuobjdump --list-elf "$bin/sps" | tee /dev/stderr | grep -q sm_90a &&
+    ! cuobjdump --dump-sass "$bin/sps" | grep -E '\b(LDL|STL)\b'
+}
+
+# Every CUDA test runs (none skipped: a skip here means the GPU was not seen) and passes.
+stage_kernels() {
+  "$bin/test_cuda" --gtest_brief=0 | tee "$logs/kernels.out" &&
+    ! grep -q '\[  SKIPPED \]' "$logs/kernels.out"
+}
+
+stage_sanitizer() {
+  command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
+  compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda" &&
+    compute-sanitizer --tool racecheck --error-exitcode 1 "$bin/test_cuda"
+}
+
+# With a GPU present, a command still refuses what the backend cannot do, in one line.
+stage_device_errors() {
+  local err rc=0
+  err=$("$bin/sps" bench attention --device cuda:64 2>&1) || rc=$?
+  echo "$err"
+  [ $rc -eq 2 ] && [[ $err == "sps: --device: cuda:64 asked for, but this machine has "* ]] || return 1
+  rc=0
+  err=$("$bin/sps" bench attention --device cuda:0 2>&1) || rc=$?
+  echo "$err"
+  [ $rc -eq 2 ] && [[ $err == *"the CUDA backend does not run"* ]]
+}
+
+run_stage gpu stage_gpu
+run_stage build stage_build
+if [ $failed = 0 ]; then
+  run_stage version stage_version
+  run_stage sass stage_sass
+  run_stage kernels stage_kernels
+  run_stage sanitizer stage_sanitizer
+  run_stage device-errors stage_device_errors
+fi
+
+not_built='["ops against the CPU backend", "training steps of every family", "cached decode against the full forward", "bitwise-repeated steps", "multi-GPU NCCL", "benchmarks"]'
+{
+  printf '{"date": "%s", "revision": "%s", "host": "%s",\n "not_built": %s,\n "stages": [\n' \
+    "$(date -u +%FT%TZ)" "$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
+    "$(uname -m)" "$not_built"
+  for i in "${!results[@]}"; do
+    [ "$i" = 0 ] || printf ',\n'
+    printf '  %s' "${results[$i]}"
+  done
+  printf '\n]}\n'
+} >"$report"
+echo "report: $report"
+exit $failed
