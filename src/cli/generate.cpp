@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,6 +22,7 @@
 #include "tokenizer/bpe.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace sps::cli {
 namespace {
@@ -38,14 +38,6 @@ struct GenerateArgs {
   bool ignore_eos = false, stats = false;
   GenerationOptions generation;
 };
-
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{} {}: cannot open it", what, path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail("{} {}: cannot read it", what, path);
-  return text;
-}
 
 void write_stdout(std::string_view bytes) {
   if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
@@ -104,7 +96,7 @@ struct Session {
 
   // JSON Lines in ({"prompt": "...", "id": any}), JSON Lines out, in batches of batch_size.
   void batch() {
-    const std::string text = read_file(args.batch_file, "--batch-file");
+    const std::string text = read_file(args.batch_file, "the --batch-file");
     struct Item {
       std::string prompt;
       nlohmann::json id;
@@ -208,7 +200,7 @@ void run_generate(GenerateArgs& a) {
     if (a.prompt_file == "-") {
       text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     } else {
-      text = read_file(a.prompt_file, "--prompt-file");
+      text = read_file(a.prompt_file, "the --prompt-file");
     }
     session.stream(text);
   } else {

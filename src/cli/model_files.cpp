@@ -4,12 +4,12 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/weights_io.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
+#include "util/read_file.h"
 #include "util/safetensors.h"
 #include "util/yaml_config.h"
 
@@ -58,14 +58,6 @@ ModelFiles resolve_model_files(const std::string& checkpoint, const std::string&
 }
 
 namespace {
-
-std::string read_text_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{} {}: cannot open it", what, path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail("{} {}: cannot read it", what, path);
-  return text;
-}
 
 // The model section of a YAML document (a bare model mapping or one under `model:`).
 YAML::Node model_section(const YAML::Node& doc) { return doc["model"] ? doc["model"] : doc; }
@@ -130,7 +122,7 @@ std::string tokenizer_from_config(const LoadedModel& m, const ModelConfig& c) {
       std::error_code ec;
       if (fs::exists(meta, ec)) {
         try {
-          const auto j = nlohmann::json::parse(read_text_file(meta.string(), "dataset meta"));
+          const auto j = nlohmann::json::parse(read_file(meta.string(), "the dataset's meta.json"));
           if (j.contains("tokenizer") && j["tokenizer"].contains("name") &&
               j["tokenizer"]["name"].is_string())
             return j["tokenizer"]["name"].get<std::string>();

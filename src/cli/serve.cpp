@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <thread>
 
@@ -17,6 +16,7 @@
 #include "cli/model_files.h"
 #include "serve/server.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace sps::cli {
 namespace {
@@ -30,9 +30,7 @@ struct ServeArgs {
 };
 
 std::string read_key_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("--api-key-file {}: cannot open it", path);
-  std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string key = read_file(path, "the --api-key-file");
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
   if (key.empty()) fail("--api-key-file {}: the file is empty", path);
   return key;

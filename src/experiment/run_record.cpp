@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "model/family.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace sps {
 
@@ -19,14 +19,6 @@ using nlohmann::json;
 
 const std::vector<std::string> kStatuses = {"pending",      "training", "evaluating",
                                             "benchmarking", "done",     "failed"};
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot read the file", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 json parse_object(const std::string& text, const std::string& where) {
   json j = json::parse(text, nullptr, false);
@@ -79,7 +71,7 @@ double median(std::vector<double> values) {
 
 void read_metrics(RunResults& r, const std::string& path) {
   if (!fs::exists(path)) fail("{}: missing; a run marked done needs its training metrics", path);
-  std::istringstream lines(read_text(path));
+  std::istringstream lines(read_file(path));
   std::map<int64_t, double> val_by_tokens;  // a repeated evaluation point keeps the last value
   std::vector<double> rates;
   std::string line;
@@ -108,7 +100,7 @@ void read_metrics(RunResults& r, const std::string& path) {
 
 void read_eval(RunResults& r, const std::string& path) {
   if (!fs::exists(path)) return;
-  const json j = parse_object(read_text(path), path);
+  const json j = parse_object(read_file(path), path);
   if (!j.contains("summary")) return;
   const json& summary = j.at("summary");
   if (!summary.is_object()) fail("{}: field \"summary\" must be an object", path);
@@ -119,7 +111,7 @@ void read_eval(RunResults& r, const std::string& path) {
 // `sps bench generate --json` prints one object per model; a run benchmarks one model.
 void read_bench(RunResults& r, const std::string& path) {
   if (!fs::exists(path)) return;
-  std::istringstream lines(read_text(path));
+  std::istringstream lines(read_file(path));
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -137,7 +129,7 @@ void read_bench(RunResults& r, const std::string& path) {
 RunRecord read_run_record(const std::string& path) {
   if (!fs::exists(path))
     fail("{}: missing; every run folder needs the run.json that sps experiment run writes", path);
-  const json j = parse_object(read_text(path), path);
+  const json j = parse_object(read_file(path), path);
   RunRecord r;
   r.name = string_field(j, "name", path);
   r.group = string_field(j, "group", path);

@@ -23,6 +23,7 @@
 #include "tokenizer/utf8.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace sps {
 
@@ -243,18 +244,6 @@ struct ByteAlphabet {
 const ByteAlphabet& byte_alphabet() {
   static const ByteAlphabet alphabet;
   return alphabet;
-}
-
-std::string read_file(const std::string& path, const char* what) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    fail("{}: is a folder, expected {}", path, what);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot read {} ({})", path, what, std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) fail("{}: error while reading {}", path, what);
-  return std::move(buffer).str();
 }
 
 bool is_directory(const std::string& path) {

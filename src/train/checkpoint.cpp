@@ -8,14 +8,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "model/config.h"
 #include "model/weights_io.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/read_file.h"
 #include "util/safetensors.h"
 #include "util/yaml_config.h"
 
@@ -24,14 +23,6 @@ namespace sps {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -187,7 +178,7 @@ std::string find_newest_checkpoint(const std::string& run_dir, std::vector<std::
     try {
       const std::string state_path = (folder / "trainer_state.json").string();
       if (!fs::exists(state_path)) fail("{}: missing", state_path);
-      const TrainerState state = trainer_state_from_json(read_text(state_path), state_path);
+      const TrainerState state = trainer_state_from_json(read_file(state_path), state_path);
       SafetensorsFile model((folder / "model.safetensors").string());
       SafetensorsFile optimizer((folder / "optimizer.safetensors").string());
       if (!fs::exists(folder / "config.yaml")) fail("{}: missing", (folder / "config.yaml").string());
@@ -274,7 +265,7 @@ TrainerState continue_imported(const TrainerState& imported, const TrainConfig& 
 TrainerState load_checkpoint(const std::string& dir, const TrainConfig& config, int world_size,
                              const ParamTable& table, float* weights, AdamW& optimizer) {
   const std::string state_path = dir + "/trainer_state.json";
-  TrainerState state = trainer_state_from_json(read_text(state_path), state_path);
+  TrainerState state = trainer_state_from_json(read_file(state_path), state_path);
   const bool imported = state.reason == kImportedReason;
   const std::string config_path = dir + "/config.yaml";
   TrainConfig there;

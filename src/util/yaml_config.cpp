@@ -1,39 +1,15 @@
 #include "util/yaml_config.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <set>
 
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace sps {
 
 namespace {
-
-std::string read_text_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      fail("{}: cannot read: {}", path, std::strerror(err));
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return text;
-}
 
 // How a value reads in an error message, kept to one short line.
 std::string describe(const YAML::Node& node) {
@@ -63,7 +39,7 @@ std::string trim(const std::string& text) {
 }  // namespace
 
 YAML::Node load_yaml_file(const std::string& path) {
-  std::string text = read_text_file(path);
+  std::string text = read_file(path);
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {

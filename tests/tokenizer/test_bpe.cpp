@@ -192,7 +192,7 @@ TEST(TokenizerFiles, MissingFilesNameThePath) {
   expect_user_error([&] { BpeTokenizer::load(dir / "nope.tiktoken"); }, {"nope.tiktoken"});
   expect_user_error([&] { BpeTokenizer::load(dir.path()); }, {dir.path(), "encoder.json"});
   expect_user_error([&] { BpeTokenizer::from_gpt2_files(dir / "e.json", dir / "v.bpe"); },
-                    {"e.json", "cannot read"});
+                    {"e.json", "cannot open GPT-2's encoder.json: "});
 }
 
 TEST(TokenizerFiles, Gpt2MissingTellsToRunMakeDeps) {
