@@ -16,7 +16,7 @@ namespace sps {
 namespace {
 
 using testing::TempDir;
-using testing::run_shell;
+using testing::run_command;
 using testing::write_whole_file;
 namespace fs = std::filesystem;
 
@@ -47,7 +47,7 @@ std::string base64(const std::string& bytes) {
 }
 
 int run_prepare(const std::string& args, std::string* out) {
-  return run_shell(quote(kSps) + " data prepare " + args + " 2>&1", out);
+  return run_command(quote(kSps) + " data prepare " + args + " 2>&1", out);
 }
 
 TEST(DataCli, PreparesAndPrintsOneSummaryLineWhenNotATerminal) {
@@ -82,7 +82,7 @@ TEST(DataCli, ProgressLineOnATerminal) {
   std::string out;
   const std::string command = quote(kSps) + " data prepare " + quote(dir / "a.txt") + " --out " +
                               quote(dir / "out") + " --tokenizer " + quote(byte_rank_file(dir));
-  ASSERT_EQ(run_shell("script -qec " + quote(command) + " /dev/null 2>&1", &out), 0) << out;
+  ASSERT_EQ(run_command("script -qec " + quote(command) + " /dev/null 2>&1", &out), 0) << out;
   EXPECT_NE(out.find("MB/s"), std::string::npos) << out;
   EXPECT_NE(out.find("documents"), std::string::npos) << out;
   EXPECT_NE(out.find("ETA"), std::string::npos) << out;
@@ -176,7 +176,7 @@ TEST(DataCli, FullDiskLeavesNoPartialFiles) {
       quote(kSps) + " data prepare " + input + " --overwrite --out " + quote(dir / "mnt/keep") + " 2>&1; echo \"rc=$?\"; " +
       "ls -A " + quote(dir / "mnt") + " " + quote(dir / "mnt/keep") + "; cat " + quote(dir / "mnt/keep/train.bin");
   std::string out;
-  const int status = run_shell("unshare -m --propagation private sh -c " + quote(script) + " 2>&1", &out);
+  const int status = run_command("unshare -m --propagation private sh -c " + quote(script) + " 2>&1", &out);
   if (status == 99 || out.find("rc=") == std::string::npos) GTEST_SKIP() << "cannot mount a tmpfs: " << out;
   EXPECT_NE(out.find(": No space left on device\nrc=2\n"), std::string::npos) << out;
   // The first run's folder is gone; the second left the old train.bin alone and nothing else.
@@ -193,7 +193,7 @@ TEST(DataCli, FileSizeLimitLeavesNoPartialFiles) {
   // In input order train.bin meets the limit; shuffled, the shuffle's temporary file does.
   for (const std::string& shuffle : {std::string(" --no-shuffle"), std::string()}) {
     std::string out;
-    const int status = run_shell("bash -c " + quote("ulimit -f 64 && exec " + quote(kSps) + " data prepare " +
+    const int status = run_command("bash -c " + quote("ulimit -f 64 && exec " + quote(kSps) + " data prepare " +
                                                     input + shuffle + " --out " + quote(dir / "out")) +
                                      " 2>&1",
                                  &out);
@@ -219,7 +219,7 @@ TEST(DataCli, InterruptedPrepareLeavesNoTemporaryFiles) {
   for (const char* signal : {"INT", "TERM", "KILL"}) {
     std::string out;
     // Started, given time to write some of its output, then interrupted.
-    run_shell("(" + quote(kSps) + " data prepare " + quote(dir / "big.jsonl") + " --overwrite --threads 1 --out " +
+    run_command("(" + quote(kSps) + " data prepare " + quote(dir / "big.jsonl") + " --overwrite --threads 1 --out " +
                   quote(dir / "out") + " --tokenizer " + quote(byte_rank_file(dir)) +
                   " >/dev/null 2>&1 & pid=$!; sleep 0.3; kill -" + signal + " $pid; wait $pid; echo rc=$?)",
               &out);

@@ -13,7 +13,7 @@ namespace sps {
 namespace {
 
 using testing::TempDir;
-using testing::run_shell;
+using testing::run_command;
 
 const std::string kSps = SPS_BINARY;
 
@@ -21,14 +21,14 @@ TEST(TokenizerCli, EncodeDecode) {
   SPS_GPT2_OR_SKIP(gpt2);
   (void)gpt2;
   std::string out;
-  ASSERT_EQ(run_shell("printf 'hello world' | '" + kSps + "' tokenizer encode", &out), 0);
+  ASSERT_EQ(run_command("printf 'hello world' | '" + kSps + "' tokenizer encode", &out), 0);
   EXPECT_EQ(out, "31373 995\n");
-  ASSERT_EQ(run_shell("echo '31373 995 50256' | '" + kSps + "' tokenizer decode", &out), 0);
+  ASSERT_EQ(run_command("echo '31373 995 50256' | '" + kSps + "' tokenizer decode", &out), 0);
   EXPECT_EQ(out, "hello world<|endoftext|>");
   TempDir dir;
   const std::string text = "Ünïcödé \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9 it's\n\n\t 12345 <|endoftext|>\n";
   testing::write_whole_file(dir / "in.txt", text);
-  ASSERT_EQ(run_shell("'" + kSps + "' tokenizer encode --tokenizer gpt2 < '" + (dir / "in.txt") +
+  ASSERT_EQ(run_command("'" + kSps + "' tokenizer encode --tokenizer gpt2 < '" + (dir / "in.txt") +
                           "' | '" + kSps + "' tokenizer decode",
                       &out),
             0);
@@ -39,7 +39,7 @@ TEST(TokenizerCli, ReportsReplacementsAndStats) {
   SPS_GPT2_OR_SKIP(gpt2);
   (void)gpt2;
   std::string out;
-  ASSERT_EQ(run_shell("printf 'a\\377b\\342\\202' | '" + kSps + "' tokenizer encode --stats 2>&1", &out), 0);
+  ASSERT_EQ(run_command("printf 'a\\377b\\342\\202' | '" + kSps + "' tokenizer encode --stats 2>&1", &out), 0);
   EXPECT_NE(out.find("replaced 2 ill-formed UTF-8"), std::string::npos) << out;
   EXPECT_NE(out.find("MB/s"), std::string::npos) << out;
 }
@@ -47,15 +47,15 @@ TEST(TokenizerCli, ReportsReplacementsAndStats) {
 TEST(TokenizerCli, ErrorsExitWithStatusTwo) {
   TempDir dir;
   std::string out;
-  EXPECT_EQ(run_shell("echo hi | SPS_HOME='" + dir.path() + "' '" + kSps + "' tokenizer encode 2>&1", &out), 2);
+  EXPECT_EQ(run_command("echo hi | SPS_HOME='" + dir.path().string() + "' '" + kSps + "' tokenizer encode 2>&1", &out), 2);
   EXPECT_NE(out.find("make deps"), std::string::npos) << out;
-  EXPECT_EQ(run_shell("echo hi | '" + kSps + "' tokenizer encode --tokenizer '" + (dir / "missing") + "' 2>&1", &out), 2);
+  EXPECT_EQ(run_command("echo hi | '" + kSps + "' tokenizer encode --tokenizer '" + (dir / "missing") + "' 2>&1", &out), 2);
   EXPECT_NE(out.find("missing"), std::string::npos) << out;
   SPS_GPT2_OR_SKIP(gpt2);
   (void)gpt2;
-  EXPECT_EQ(run_shell("echo '1 x2 3' | '" + kSps + "' tokenizer decode 2>&1", &out), 2);
+  EXPECT_EQ(run_command("echo '1 x2 3' | '" + kSps + "' tokenizer decode 2>&1", &out), 2);
   EXPECT_NE(out.find("'x2' is not a token id"), std::string::npos) << out;
-  EXPECT_EQ(run_shell("echo '50300' | '" + kSps + "' tokenizer decode 2>&1", &out), 2);
+  EXPECT_EQ(run_command("echo '50300' | '" + kSps + "' tokenizer decode 2>&1", &out), 2);
   EXPECT_NE(out.find("'50300'"), std::string::npos) << out;
 }
 
@@ -68,11 +68,11 @@ TEST(TokenizerCli, OneTrainerPerOutputFile) {
   std::string out;
   {
     const WriterLock other(file_lock_path(out_file), out_file);
-    EXPECT_EQ(run_shell(command, &out), 2) << out;
+    EXPECT_EQ(run_command(command, &out), 2) << out;
     EXPECT_EQ(out, "sps: " + out_file + ": in use by another sps process (PID " + std::to_string(::getpid()) +
                        "); wait for it to end or choose another output\n");
   }
-  EXPECT_EQ(run_shell(command, &out), 0) << out;
+  EXPECT_EQ(run_command(command, &out), 0) << out;
   EXPECT_FALSE(std::filesystem::exists(out_file + ".lock"));
 }
 

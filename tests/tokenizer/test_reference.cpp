@@ -59,7 +59,7 @@ bool run_reference(const std::vector<std::string>& texts, std::vector<RefResult>
                    std::string& error) {
   const std::string source = SPS_SOURCE_DIR;
   std::string log;
-  if (testing::run_shell("bash '" + source + "/scripts/get-reference-tokenizer.sh' 2>&1", &log) != 0) {
+  if (testing::run_command("bash '" + source + "/scripts/get-reference-tokenizer.sh' 2>&1", &log) != 0) {
     error = "scripts/get-reference-tokenizer.sh failed: " + log;
     return false;
   }
@@ -72,7 +72,7 @@ bool run_reference(const std::vector<std::string>& texts, std::vector<RefResult>
   testing::write_whole_file(dir / "in.jsonl", input);
   const std::string modules = sps_home() + "/node/node_modules";
   std::string text;
-  const int rc = testing::run_shell("node '" + source + "/tests/tokenizer/reference_tokenize.mjs' '" +
+  const int rc = testing::run_command("node '" + source + "/tests/tokenizer/reference_tokenize.mjs' '" +
                                         modules + "' < '" + (dir / "in.jsonl") + "' 2>&1",
                                     &text);
   if (rc != 0) {

@@ -24,6 +24,7 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string operator/(const std::string& name) const { return file(name); }
   const std::filesystem::path& path() const { return path_; }
   size_t entries() const {
     return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(path_),
