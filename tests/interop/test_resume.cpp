@@ -28,15 +28,6 @@ ImportedCheckpoint import_with_optimizer(const std::string& file) {
   return import_reference_checkpoint(interop_fixture(file), options);
 }
 
-TrainSummary resume(const TrainConfig& config, int64_t stop_after = 0) {
-  auto single = make_single_process_collective();
-  TrainOptions options;
-  options.resume = true;
-  options.stop_after_steps = stop_after;
-  options.quiet = true;
-  return train(config, *single, options);
-}
-
 // The first step after the import, recomputed here: the gradient of the windows an sps run
 // reads at step 2, then AdamW from the imported moments with bias correction for step 3 at
 // the warm-up's learning rate for step 2.
@@ -50,7 +41,7 @@ TEST(ImportResume, FirstStepContinuesTheImportedAdamW) {
   write_imported_checkpoint(run, ckpt, "sps_fp32_compiled.pt");
   const TrainConfig config = load_train_config(recipe, {"system.out_dir=" + run});
 
-  const TrainSummary first = resume(config, 1);
+  const TrainSummary first = testing::run_train(config, true, 1);
   EXPECT_EQ(first.step, 3);
   EXPECT_EQ(first.tokens, 3 * 32);
 
@@ -109,7 +100,7 @@ TEST(ImportResume, FirstStepContinuesTheImportedAdamW) {
   EXPECT_TRUE(lines[0].contains("val_nll"));
   EXPECT_EQ(lines[1]["step"], 3);
   EXPECT_DOUBLE_EQ(lines[1]["lr"].get<double>(), lr);
-  const TrainSummary rest = resume(config);
+  const TrainSummary rest = testing::run_train(config, true);
   EXPECT_TRUE(rest.finished);
   EXPECT_EQ(rest.step, 6);
   EXPECT_TRUE(fs::exists(run + "/checkpoints/final/model.safetensors"));

@@ -26,6 +26,21 @@ inline bool reference_visible(const ops::AttentionLayout& layout, const int32_t*
   return causal && same_document && in_window && in_persistent_window;
 }
 
+// A layout for mask checks: B sequences of T tokens, no documents, one head of size 1.
+inline ops::AttentionLayout mask_layout(int64_t B, int64_t T, int64_t streams, int64_t persistent,
+                                       int64_t window, int64_t omega = -1) {
+  ops::AttentionLayout l;
+  l.batch = B;
+  l.tokens = T;
+  l.streams = streams;
+  l.persistent_stream = persistent;
+  l.window = window;
+  l.persistent_window = omega;
+  l.heads = 1;
+  l.head_dim = 1;
+  return l;
+}
+
 // doc_start[i] = first token of the contiguous run of doc[i].
 inline std::vector<int32_t> document_starts(const std::vector<int32_t>& doc, int64_t B, int64_t T) {
   std::vector<int32_t> start(B * T);

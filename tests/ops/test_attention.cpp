@@ -247,16 +247,7 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
 
 AttentionLayout one_document(int64_t T, int64_t streams, int64_t persistent, int64_t window,
                              int64_t omega = -1) {
-  AttentionLayout l;
-  l.batch = 1;
-  l.tokens = T;
-  l.streams = streams;
-  l.persistent_stream = persistent;
-  l.window = window;
-  l.persistent_window = omega;
-  l.heads = 1;
-  l.head_dim = 1;
-  return l;
+  return testing::mask_layout(1, T, streams, persistent, window, omega);
 }
 
 constexpr int64_t kInput = 0, kPredict = 1;

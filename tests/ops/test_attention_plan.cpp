@@ -101,20 +101,6 @@ int64_t check_plan(const AttentionTilePlan& plan, const AttentionLayout& L, bool
   return visible_total;
 }
 
-AttentionLayout family_layout(int64_t B, int64_t T, int64_t streams, int64_t persistent,
-                              int64_t window, int64_t omega) {
-  AttentionLayout l;
-  l.batch = B;
-  l.tokens = T;
-  l.streams = streams;
-  l.persistent_stream = persistent;
-  l.window = window;
-  l.persistent_window = omega;
-  l.heads = 1;
-  l.head_dim = 1;
-  return l;
-}
-
 TEST(AttentionTilePlan, EveryTileMatchesTheDenseMaskExhaustively) {
   const int64_t B = 2;
   const int64_t token_choices[] = {1, 2, 5, 8, 13, 17, 33};
@@ -133,7 +119,7 @@ TEST(AttentionTilePlan, EveryTileMatchesTheDenseMaskExhaustively) {
           for (int64_t window : {0, 1, 2, 3, 7, 40})
             for (int64_t omega : omegas) {
               if (family.streams == 1 && window != 0) continue;  // no windowed stream
-              AttentionLayout L = family_layout(B, T, family.streams, family.persistent,
+              AttentionLayout L = testing::mask_layout(B, T, family.streams, family.persistent,
                                                 window, omega);
               L.doc = docs.doc.empty() ? nullptr : docs.doc.data();
               L.doc_start = docs.start.empty() ? nullptr : docs.start.data();
@@ -154,7 +140,7 @@ TEST(AttentionTilePlan, EveryTileMatchesTheDenseMaskExhaustively) {
 
 TEST(AttentionTilePlan, StorageIsReusedAcrossMicroBatches) {
   std::vector<int32_t> doc(2 * 64, 0), start(2 * 64, 0);
-  AttentionLayout L = family_layout(2, 64, 2, 0, 8, -1);
+  AttentionLayout L = testing::mask_layout(2, 64, 2, 0, 8, -1);
   L.doc = doc.data();
   L.doc_start = start.data();
   AttentionTilePlan plan;
@@ -171,7 +157,7 @@ TEST(AttentionTilePlan, StorageIsReusedAcrossMicroBatches) {
 // windowed keys two tiles per query tile but one at the first, 2 · 127 · 64² = 1,040,384.
 TEST(AttentionTilePlan, SpsAt4096Window64ComputesAtMost55PercentOfDenseCausal) {
   const int64_t T = 4096;
-  AttentionLayout sps = family_layout(1, T, 2, 0, 64, -1);
+  AttentionLayout sps = testing::mask_layout(1, T, 2, 0, 64, -1);
   AttentionTilePlan plan;
   ops::plan_attention_tiles(plan, sps, 64, 64);
   EXPECT_EQ(plan.computed_pairs, 17039360 + 1040384);
@@ -180,7 +166,7 @@ TEST(AttentionTilePlan, SpsAt4096Window64ComputesAtMost55PercentOfDenseCausal) {
   // Off-diagonal persistent tiles are full: 2 query streams · (0 + 1 + … + 63).
   EXPECT_EQ(plan.full_tiles, 2 * 63 * 64 / 2);
   // Standard with 128-token tiles: the causal triangle of tiles, 128² · (1 + … + 32).
-  AttentionLayout standard = family_layout(1, T, 1, 0, 0, -1);
+  AttentionLayout standard = testing::mask_layout(1, T, 1, 0, 0, -1);
   ops::plan_attention_tiles(plan, standard, 128, 128);
   EXPECT_EQ(plan.computed_pairs, 128 * 128 * 32 * 33 / 2);
   EXPECT_EQ(plan.full_tiles, 31 * 32 / 2);

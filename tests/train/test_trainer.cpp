@@ -17,6 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::error_of;
+using testing::run_train;
 using testing::TempDir;
 
 struct MicroData {
@@ -33,15 +34,6 @@ struct MicroData {
   }
   std::string run(const std::string& name) const { return dir.file(name); }
 };
-
-TrainSummary run_train(const TrainConfig& config, bool resume = false, int64_t stop_after = 0) {
-  auto single = make_single_process_collective();
-  TrainOptions options;
-  options.resume = resume;
-  options.stop_after_steps = stop_after;
-  options.quiet = true;
-  return train(config, *single, options);
-}
 
 TEST(Trainer, ResumedRunIsBitIdenticalToStraightRun) {
   MicroData data;

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "run_command.h"
+#include "train/collective.h"
+#include "train/trainer.h"
 #include "util/rng.h"
 #include "util/temp_dir.h"
 
@@ -80,6 +82,18 @@ inline std::vector<nlohmann::json> without_timing(std::vector<nlohmann::json> li
   for (auto& l : lines)
     for (const char* key : {"tokens_per_second", "eval_seconds", "peak_rss_bytes"}) l.erase(key);
   return lines;
+}
+
+// Trains `config` in this process without output: from scratch, or resumed from its run
+// folder; stop_after > 0 stops after that many steps as SIGTERM would.
+inline TrainSummary run_train(const TrainConfig& config, bool resume = false,
+                              int64_t stop_after = 0) {
+  auto single = make_single_process_collective();
+  TrainOptions options;
+  options.resume = resume;
+  options.stop_after_steps = stop_after;
+  options.quiet = true;
+  return train(config, *single, options);
 }
 
 }  // namespace sps::testing
