@@ -72,24 +72,27 @@ int64_t check_plan(const AttentionTilePlan& plan, const AttentionLayout& L, bool
             visible_total += visible;
             const int64_t area = (r1 - r0) * (c1 - c0);
             const TileKind kind = plan.kind(b, qt, qs, ks, kt);
-            const std::string where = what + " b=" + std::to_string(b) +
-                                      " qt=" + std::to_string(qt) + " qs=" + std::to_string(qs) +
-                                      " ks=" + std::to_string(ks) + " kt=" + std::to_string(kt);
+            // Built only when an expectation fails (gtest streams messages lazily).
+            const auto where = [&] {
+              return what + " b=" + std::to_string(b) + " qt=" + std::to_string(qt) +
+                     " qs=" + std::to_string(qs) + " ks=" + std::to_string(ks) +
+                     " kt=" + std::to_string(kt);
+            };
             if (kind == TileKind::skipped) {
-              EXPECT_EQ(visible, 0) << "a skipped tile holds visible pairs: " << where;
+              EXPECT_EQ(visible, 0) << "a skipped tile holds visible pairs: " << where();
               continue;
             }
-            EXPECT_GE(kt, plan.first[span]) << where;
-            EXPECT_LT(kt, plan.last[span]) << where;
+            EXPECT_GE(kt, plan.first[span]) << where();
+            EXPECT_LT(kt, plan.last[span]) << where();
             computed += area;
             if (kind == TileKind::full) {
               ++full;
-              EXPECT_EQ(visible, area) << "a full tile holds masked pairs: " << where;
+              EXPECT_EQ(visible, area) << "a full tile holds masked pairs: " << where();
             } else {
               ++partial;
               if (contiguous) {
-                EXPECT_GT(visible, 0) << "a partial tile could have been skipped: " << where;
-                EXPECT_LT(visible, area) << "a partial tile could have been full: " << where;
+                EXPECT_GT(visible, 0) << "a partial tile could have been skipped: " << where();
+                EXPECT_LT(visible, area) << "a partial tile could have been full: " << where();
               }
             }
           }
