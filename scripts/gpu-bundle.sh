@@ -18,9 +18,11 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib"
 cp $build/sps $build/test_cuda "$stage/"
-# The C library, its loader and its parts come from the machine the bundle runs on.
+# The C library, its loader and its parts come from the machine the bundle runs on, and so
+# do the CUDA toolkit's libraries (cuBLASLt alone is about 500 MB): gpu-check.sh adds the
+# toolkit's lib64 to the library path.
 ldd $build/sps $build/test_cuda | awk '$3 ~ /^\// {print $3}' | sort -u |
-  grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so' |
+  grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/libcublas' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 tar -C "$stage" -c . | zstd -q -19 -T0 -o "$out" -f
 echo "$out: $(du -h "$out" | cut -f1) ($(ls "$stage/lib" | wc -l) libraries)"

@@ -8,7 +8,7 @@
 # scripts/install-deps.sh must be installed). A bundle made by scripts/gpu-bundle.sh carries
 # the binaries and their libraries instead, for a GPU machine without them.
 # Stages, in order: gpu, build, version, sass, kernels, sanitizer, device-errors. The stages
-# the CUDA backend does not have yet (ops against the CPU backend, training steps, decoding,
+# the CUDA backend does not have yet (the other ops, training steps, decoding,
 # multi-GPU, benchmarks) are listed in the report as "not built", so that it says what was
 # not checked. Exit status 0 when every stage run passed, 1 otherwise, 2 on bad arguments.
 set -uo pipefail
@@ -25,6 +25,8 @@ while [ $# -gt 0 ]; do
 done
 [ -z "$bundle" ] || [ -f "$bundle" ] || { echo "gpu-check.sh: --bundle $bundle: no such file" >&2; exit 2; }
 
+# A bundle carries every library but the CUDA toolkit's, which the GPU machine has.
+[ -z "$bundle" ] || export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 results=()  # one JSON object per stage
@@ -52,6 +54,7 @@ stage_gpu() {
 stage_build() {
   if [ -n "$bundle" ]; then
     rm -rf "$bin" && mkdir -p "$bin" && tar -x -C "$bin" -f "$bundle" --zstd || return 1
+    echo "libraries from the bundle, cuBLASLt from ${CUDA_HOME:-/usr/local/cuda}/lib64"
   else
     cmake -S . -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON &&
       ninja -C "$bin" sps test_cuda
@@ -106,7 +109,7 @@ if [ $failed = 0 ]; then
   run_stage device-errors stage_device_errors
 fi
 
-not_built='["ops against the CPU backend", "training steps of every family", "cached decode against the full forward", "bitwise-repeated steps", "multi-GPU NCCL", "benchmarks"]'
+not_built='["the ops other than linear against the CPU backend", "training steps of every family", "cached decode against the full forward", "bitwise-repeated steps", "multi-GPU NCCL", "benchmarks"]'
 {
   printf '{"date": "%s", "revision": "%s", "host": "%s",\n "not_built": %s,\n "stages": [\n' \
     "$(date -u +%FT%TZ)" "$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \

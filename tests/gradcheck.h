@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -48,6 +49,13 @@ double max_relative_error(const A* a, const B* b, int64_t n, double floor = 1e-1
     scale = std::max(scale, std::abs(double(b[i])));
   }
   return diff / scale;
+}
+
+// The same over whole vectors; vectors of different sizes are infinitely far apart.
+template <typename A, typename B>
+double max_relative_error(const std::vector<A>& a, const std::vector<B>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  return max_relative_error(a.data(), b.data(), int64_t(b.size()));
 }
 
 }  // namespace sps::testing

@@ -11,7 +11,8 @@
 namespace sps {
 
 std::string read_file(const std::string& path, std::string_view what) {
-  const std::string described = what.empty() ? std::string() : " " + std::string(what);
+  std::string described;  // " WHAT", or nothing
+  if (!what.empty()) described.append(" ").append(what);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("{}: cannot open{}: {}", path, described, std::strerror(errno));
   std::string text;

@@ -6,31 +6,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/cuda_fixtures.h"
 #include "ops/cuda/memory.h"
-#include "ops/device.h"
 #include "util/user_error.h"
 
 namespace sps {
 namespace {
-
-#define SPS_REQUIRE_GPU()                                                              \
-  do {                                                                                 \
-    const ops::CudaStatus status = ops::cuda_status();                                 \
-    if (!status.problem.empty()) GTEST_SKIP() << "no GPU usable: " << status.problem; \
-  } while (0)
-
-// Device memory freed at scope end.
-struct DeviceFloats {
-  explicit DeviceFloats(int64_t n) : n(n), data(static_cast<float*>(ops::cuda::device_allocate(n * 4))) {}
-  ~DeviceFloats() { ops::cuda::device_free(data); }
-  std::vector<float> read() const {
-    std::vector<float> host(n);
-    ops::cuda::copy_to_host(host.data(), data, n * 4);
-    return host;
-  }
-  int64_t n;
-  float* data;
-};
 
 TEST(CudaMemory, FillAndAddMatchTheHostExactly) {
   SPS_REQUIRE_GPU();
@@ -38,7 +19,7 @@ TEST(CudaMemory, FillAndAddMatchTheHostExactly) {
   for (int64_t n : {int64_t(1), int64_t(255), int64_t(257), int64_t(4096 * 256 + 3)}) {
     std::vector<float> x(n), y(n);
     for (int64_t i = 0; i < n; ++i) x[i] = float(i % 97) * 0.25f, y[i] = float(i % 13) - 6.0f;
-    DeviceFloats dx(n), dy(n);
+    testing::DeviceFloats dx(n), dy(n);
     ops::cuda::copy_to_device(dx.data, x.data(), n * 4);
     ops::cuda::copy_to_device(dy.data, y.data(), n * 4);
     ops::cuda::add(dy.data, dx.data, n);

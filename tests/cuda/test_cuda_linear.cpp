@@ -1,0 +1,55 @@
+// The CUDA backend's linear (cuBLASLt, fp32) against the CPU backend, on a real GPU, with
+// strided rows and accumulation on and off. Skipped where no GPU is usable.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cuda/cuda_fixtures.h"
+#include "gradcheck.h"
+#include "ops/cuda/linear.h"
+#include "ops/ops.h"
+
+namespace sps {
+namespace {
+
+using testing::cast_vector;
+using testing::DeviceFloats;
+using testing::max_relative_error;
+using testing::random_vector;
+
+struct Shape {
+  int64_t rows, in_dim, out_dim, ld_in, ld_out;
+};
+
+TEST(CudaLinear, MatchesTheCpuBackend) {
+  SPS_REQUIRE_GPU();
+  for (const Shape s : {Shape{5, 3, 4, 3, 4}, Shape{7, 6, 2, 9, 5}, Shape{300, 128, 384, 130, 390},
+                        Shape{1, 8, 8, 8, 11}, Shape{64, 0, 5, 3, 5}})
+    for (bool accumulate : {false, true}) {
+      const auto in = cast_vector<float>(random_vector(s.rows * s.ld_in, 1));
+      const auto weight = cast_vector<float>(random_vector(s.out_dim * s.in_dim, 2));
+      const auto dout = cast_vector<float>(random_vector(s.rows * s.ld_out, 3));
+      auto out = cast_vector<float>(random_vector(s.rows * s.ld_out, 4));
+      auto din = cast_vector<float>(random_vector(s.rows * s.ld_in, 5));
+      auto dweight = cast_vector<float>(random_vector(s.out_dim * s.in_dim, 6));
+      DeviceFloats d_in(in), d_weight(weight), d_dout(dout), d_out(out), d_din(din),
+          d_dweight(dweight);
+
+      ops::linear_forward(out.data(), in.data(), weight.data(), s.rows, s.in_dim, s.out_dim,
+                          accumulate, s.ld_in, s.ld_out);
+      ops::linear_backward(din.data(), dweight.data(), dout.data(), in.data(), weight.data(),
+                           s.rows, s.in_dim, s.out_dim, accumulate, s.ld_in, s.ld_out);
+      ops::cuda::linear_forward(d_out.data, d_in.data, d_weight.data, s.rows, s.in_dim,
+                                s.out_dim, accumulate, s.ld_in, s.ld_out);
+      ops::cuda::linear_backward(d_din.data, d_dweight.data, d_dout.data, d_in.data,
+                                 d_weight.data, s.rows, s.in_dim, s.out_dim, accumulate,
+                                 s.ld_in, s.ld_out);
+      // fp32 with fp32 accumulation on both sides; only the summation order differs.
+      EXPECT_LT(max_relative_error(d_out.read(), out), 1e-5) << s.rows << " " << accumulate;
+      EXPECT_LT(max_relative_error(d_din.read(), din), 1e-5) << s.rows << " " << accumulate;
+      EXPECT_LT(max_relative_error(d_dweight.read(), dweight), 1e-5) << s.rows << " " << accumulate;
+    }
+}
+
+}  // namespace
+}  // namespace sps
