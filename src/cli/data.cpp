@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "data/prepare.h"
 #include "tokenizer/bpe.h"
+#include "util/duration_text.h"
 #include "util/error.h"
 #include "util/stop_signals.h"
 
@@ -26,12 +27,6 @@ struct PrepareArgs {
   std::string format = "auto";
   std::string dtype = "uint16";
 };
-
-std::string duration(double seconds) {
-  const long s = static_cast<long>(seconds + 0.5);
-  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
-                   : fmt::format("{}m{:02}s", s / 60, s % 60);
-}
 
 void run_prepare(PrepareArgs args) {
   static const std::map<std::string, InputFormat> formats{
@@ -49,7 +44,7 @@ void run_prepare(PrepareArgs args) {
       last_print = p.seconds;
       const double fraction = p.file_bytes_total ? double(p.file_bytes_done) / p.file_bytes_total : 0;
       const std::string eta =
-          fraction > 0 && fraction < 1 ? duration(p.seconds / fraction * (1 - fraction)) : "-";
+          fraction > 0 && fraction < 1 ? duration_text(p.seconds / fraction * (1 - fraction)) : "-";
       std::fprintf(stderr, "\r%5.1f%%  %.1f MB/s  %llu documents  %llu tokens  ETA %s   ",
                    100 * fraction, p.text_bytes / 1e6 / std::max(1e-9, p.seconds),
                    static_cast<unsigned long long>(p.documents),

@@ -17,6 +17,7 @@
 #include "experiment/run_record.h"
 #include "train/train_config.h"
 #include "util/atomic_file.h"
+#include "util/duration_text.h"
 #include "util/error.h"
 #include "util/writer_lock.h"
 
@@ -74,13 +75,6 @@ std::string last_line_of(const fs::path& log) {
   return last;
 }
 
-std::string duration(double seconds) {
-  const int64_t s = int64_t(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
-
 // Progress lines on stdout and events in experiment.jsonl; ETA from the runs finished here.
 class ProgressLog {
  public:
@@ -101,11 +95,11 @@ class ProgressLog {
     std::string eta = "ETA unknown";
     if (finished_ > 0) {
       const double per_run = finished_seconds_ / double(finished_);
-      eta = "ETA " + duration(per_run * double(total_ - closed_) / double(parallel_));
+      eta = "ETA " + duration_text(per_run * double(total_ - closed_) / double(parallel_));
     }
     std::printf("[run %zu of %lld] %s %s%s (elapsed %s, %s)\n", index + 1, (long long)total_,
                 kind.c_str(), run.name.c_str(), detail.empty() ? "" : (": " + detail).c_str(),
-                duration(elapsed).c_str(), eta.c_str());
+                duration_text(elapsed).c_str(), eta.c_str());
     std::fflush(stdout);
     json line = {{"event", kind},         {"run", run.name},      {"index", index + 1},
                  {"total", total_},       {"elapsed_s", elapsed}, {"time", std::time(nullptr)}};

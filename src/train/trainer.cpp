@@ -16,6 +16,7 @@
 #include "train/checkpoint.h"
 #include "train/plan.h"
 #include "util/atomic_file.h"
+#include "util/duration_text.h"
 #include "util/error.h"
 #include "util/stop_signals.h"
 #include "util/writer_lock.h"
@@ -29,14 +30,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // ---- output ----------------------------------------------------------------------------
-std::string duration_text(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const int64_t s = int64_t(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
-
 std::string rate_text(double per_second) {
   if (per_second >= 1e6) return fmt::format("{:.2f}M", per_second / 1e6);
   if (per_second >= 1e3) return fmt::format("{:.1f}k", per_second / 1e3);
