@@ -1,13 +1,12 @@
 #include <cuda_runtime.h>
 
 #include "ops/cuda/check.h"
+#include "ops/cuda/launch.h"
 #include "ops/cuda/memory.h"
 
 namespace sps::ops::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
 
 // Grid-stride loops: a fixed grid covers any n without overflowing the launch limits.
 __global__ void fill_kernel(float* x, int64_t n, float value) {
@@ -20,11 +19,6 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] += x[i];
-}
-
-int blocks_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return int(blocks < 4096 ? blocks : 4096);
 }
 
 }  // namespace
@@ -48,13 +42,13 @@ void copy_to_host(void* host, const void* device, size_t bytes) {
 
 void fill(float* x, int64_t n, float value) {
   if (n <= 0) return;
-  fill_kernel<<<blocks_for(n), kThreads>>>(x, n, value);
+  fill_kernel<<<grid_stride_blocks(n), kThreads>>>(x, n, value);
   check(cudaGetLastError(), "fill kernel launch");
 }
 
 void add(float* y, const float* x, int64_t n) {
   if (n <= 0) return;
-  add_kernel<<<blocks_for(n), kThreads>>>(y, x, n);
+  add_kernel<<<grid_stride_blocks(n), kThreads>>>(y, x, n);
   check(cudaGetLastError(), "add kernel launch");
 }
 

@@ -1,0 +1,85 @@
+// The CUDA backend's ops against the CPU backend, on a real GPU: forward and backward, the
+// accumulation rules of ops.h, and the same bits when a call is repeated. Skipped where no
+// GPU is usable.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cuda/cuda_fixtures.h"
+#include "gradcheck.h"
+#include "ops/cuda/kernels.h"
+#include "ops/ops.h"
+
+namespace sps {
+namespace {
+
+using testing::cast_vector;
+using testing::DeviceFloats;
+using testing::max_relative_error;
+using testing::random_vector;
+
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  return cast_vector<float>(random_vector(n, seed));
+}
+
+TEST(CudaOps, RmsNormMatchesTheCpuBackend) {
+  SPS_REQUIRE_GPU();
+  for (const auto& [rows, d] : {std::pair<int64_t, int64_t>{1, 8}, {37, 100}, {300, 768}, {5, 1000}}) {
+    const auto in = random_floats(rows * d, 1), gain = random_floats(d, 2),
+               dout = random_floats(rows * d, 3);
+    auto out = random_floats(rows * d, 4), rstd = random_floats(rows, 5),
+         din = random_floats(rows * d, 6), dgain = random_floats(d, 7);
+    DeviceFloats d_in(in), d_gain(gain), d_dout(dout), d_out(out), d_rstd(rstd), d_din(din),
+        d_dgain(dgain);
+    ops::rmsnorm_forward(out.data(), rstd.data(), in.data(), gain.data(), rows, d, 1e-5);
+    ops::rmsnorm_backward(din.data(), dgain.data(), dout.data(), in.data(), gain.data(),
+                          rstd.data(), rows, d);
+    ops::cuda::rmsnorm_forward(d_out.data, d_rstd.data, d_in.data, d_gain.data, rows, d, 1e-5);
+    ops::cuda::rmsnorm_backward(d_din.data, d_dgain.data, d_dout.data, d_in.data, d_gain.data,
+                                d_rstd.data, rows, d);
+    EXPECT_LT(max_relative_error(d_out.read(), out), 1e-5) << rows << "x" << d;
+    EXPECT_LT(max_relative_error(d_rstd.read(), rstd), 1e-5) << rows << "x" << d;
+    EXPECT_LT(max_relative_error(d_din.read(), din), 1e-5) << rows << "x" << d;
+    EXPECT_LT(max_relative_error(d_dgain.read(), dgain), 1e-5) << rows << "x" << d;
+  }
+}
+
+TEST(CudaOps, SwigluMatchesTheCpuBackend) {
+  SPS_REQUIRE_GPU();
+  for (const auto& [rows, F] : {std::pair<int64_t, int64_t>{1, 3}, {37, 100}, {300, 2048}}) {
+    const auto gate_up = random_floats(rows * 2 * F, 1), dact = random_floats(rows * F, 2);
+    std::vector<float> act(rows * F), dgate_up(rows * 2 * F);
+    DeviceFloats d_gate_up(gate_up), d_dact(dact), d_act(rows * F), d_dgate_up(rows * 2 * F);
+    ops::swiglu_forward(act.data(), gate_up.data(), rows, F);
+    ops::swiglu_backward(dgate_up.data(), dact.data(), gate_up.data(), rows, F);
+    ops::cuda::swiglu_forward(d_act.data, d_gate_up.data, rows, F);
+    ops::cuda::swiglu_backward(d_dgate_up.data, d_dact.data, d_gate_up.data, rows, F);
+    // The CPU's exp is a fast approximation (ops/cpu/cpu_common.h); the GPU's is expf.
+    EXPECT_LT(max_relative_error(d_act.read(), act), 1e-5) << rows << "x" << F;
+    EXPECT_LT(max_relative_error(d_dgate_up.read(), dgate_up), 1e-5) << rows << "x" << F;
+  }
+}
+
+// No atomics: the same call on the same input gives the same bits.
+TEST(CudaOps, RmsNormBackwardIsBitwiseRepeatable) {
+  SPS_REQUIRE_GPU();
+  const int64_t rows = 4096, d = 512;
+  const auto in = random_floats(rows * d, 1), gain = random_floats(d, 2),
+             dout = random_floats(rows * d, 3), rstd = random_floats(rows, 4);
+  DeviceFloats d_in(in), d_gain(gain), d_dout(dout), d_rstd(rstd);
+  std::vector<std::vector<float>> results;
+  for (int run = 0; run < 2; ++run) {
+    DeviceFloats d_din(rows * d), d_dgain(d);
+    ops::cuda::fill(d_din.data, rows * d, 0);
+    ops::cuda::fill(d_dgain.data, d, 0);
+    ops::cuda::rmsnorm_backward(d_din.data, d_dgain.data, d_dout.data, d_in.data, d_gain.data,
+                                d_rstd.data, rows, d);
+    results.push_back(d_dgain.read());
+    const auto din = d_din.read();
+    results.back().insert(results.back().end(), din.begin(), din.end());
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+}  // namespace
+}  // namespace sps
