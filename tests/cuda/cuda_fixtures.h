@@ -19,22 +19,25 @@ namespace sps::testing {
   } while (0)
 
 // Device memory freed at scope end, optionally filled from the host.
-struct DeviceFloats {
-  explicit DeviceFloats(int64_t n)
-      : n(n), data(static_cast<float*>(ops::cuda::device_allocate(size_t(n) * 4))) {}
-  explicit DeviceFloats(const std::vector<float>& host) : DeviceFloats(int64_t(host.size())) {
-    ops::cuda::copy_to_device(data, host.data(), host.size() * 4);
+template <typename T>
+struct DeviceArray {
+  explicit DeviceArray(int64_t n)
+      : n(n), data(static_cast<T*>(ops::cuda::device_allocate(size_t(n) * sizeof(T)))) {}
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(int64_t(host.size())) {
+    ops::cuda::copy_to_device(data, host.data(), host.size() * sizeof(T));
   }
-  ~DeviceFloats() { ops::cuda::device_free(data); }
-  DeviceFloats(const DeviceFloats&) = delete;
-  DeviceFloats& operator=(const DeviceFloats&) = delete;
-  std::vector<float> read() const {
-    std::vector<float> host(n);
-    ops::cuda::copy_to_host(host.data(), data, n * 4);
+  ~DeviceArray() { ops::cuda::device_free(data); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  std::vector<T> read() const {
+    std::vector<T> host(n);
+    ops::cuda::copy_to_host(host.data(), data, size_t(n) * sizeof(T));
     return host;
   }
   int64_t n;
-  float* data;
+  T* data;
 };
+using DeviceFloats = DeviceArray<float>;
+using DeviceInts = DeviceArray<int32_t>;
 
 }  // namespace sps::testing

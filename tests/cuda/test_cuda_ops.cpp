@@ -15,6 +15,7 @@ namespace {
 
 using testing::cast_vector;
 using testing::DeviceFloats;
+using testing::DeviceInts;
 using testing::max_relative_error;
 using testing::random_vector;
 
@@ -58,6 +59,49 @@ TEST(CudaOps, SwigluMatchesTheCpuBackend) {
     EXPECT_LT(max_relative_error(d_act.read(), act), 1e-5) << rows << "x" << F;
     EXPECT_LT(max_relative_error(d_dgate_up.read(), dgate_up), 1e-5) << rows << "x" << F;
   }
+}
+
+TEST(CudaOps, RopeMatchesTheCpuBackend) {
+  SPS_REQUIRE_GPU();
+  const int64_t n = 50, heads = 3, head_dim = 16, row_stride = 3 * heads * head_dim, max_pos = 64;
+  std::vector<float> cos_table(max_pos * head_dim / 2), sin_table(max_pos * head_dim / 2);
+  ops::rope_tables(cos_table.data(), sin_table.data(), max_pos, head_dim, 10000.0);
+  std::vector<int32_t> pos(n);
+  for (int64_t r = 0; r < n; ++r) pos[r] = int32_t((r * 7) % max_pos);
+  auto x = random_floats(n * row_stride, 1), dx = random_floats(n * row_stride, 2);
+  DeviceFloats d_x(x), d_dx(dx), d_cos(cos_table), d_sin(sin_table);
+  DeviceInts d_pos(pos);
+  // q and k of a fused qkv row: two calls on column offsets 0 and H·D, v untouched.
+  for (int64_t offset : {int64_t(0), heads * head_dim}) {
+    ops::rope_forward(x.data() + offset, pos.data(), n, heads, head_dim, row_stride,
+                      cos_table.data(), sin_table.data());
+    ops::rope_backward(dx.data() + offset, pos.data(), n, heads, head_dim, row_stride,
+                       cos_table.data(), sin_table.data());
+    ops::cuda::rope_forward(d_x.data + offset, d_pos.data, n, heads, head_dim, row_stride,
+                            d_cos.data, d_sin.data);
+    ops::cuda::rope_backward(d_dx.data + offset, d_pos.data, n, heads, head_dim, row_stride,
+                             d_cos.data, d_sin.data);
+  }
+  EXPECT_LT(max_relative_error(d_x.read(), x), 1e-6);
+  EXPECT_LT(max_relative_error(d_dx.read(), dx), 1e-6);
+}
+
+TEST(CudaOps, EmbeddingMatchesTheCpuBackendWithRepeatedTokens) {
+  SPS_REQUIRE_GPU();
+  const int64_t vocab = 40, n = 300, d = 70;
+  std::vector<int32_t> tokens(n);
+  for (int64_t i = 0; i < n; ++i) tokens[i] = int32_t((i * i + 3) % vocab);  // many repeats
+  const auto table = random_floats(vocab * d, 1), dout = random_floats(n * d, 2);
+  auto dtable = random_floats(vocab * d, 3);
+  std::vector<float> out(n * d);
+  DeviceFloats d_table(table), d_dout(dout), d_dtable(dtable), d_out(n * d);
+  DeviceInts d_tokens(tokens);
+  ops::embedding_forward(out.data(), tokens.data(), table.data(), n, d);
+  ops::embedding_backward(dtable.data(), dout.data(), tokens.data(), n, d);
+  ops::cuda::embedding_forward(d_out.data, d_tokens.data, d_table.data, n, d);
+  ops::cuda::embedding_backward(d_dtable.data, d_dout.data, d_tokens.data, n, d);
+  EXPECT_EQ(d_out.read(), out);        // a copy
+  EXPECT_EQ(d_dtable.read(), dtable);  // the same additions in the same order
 }
 
 // No atomics: the same call on the same input gives the same bits.

@@ -16,4 +16,15 @@ void swiglu_forward(float* act, const float* gate_up, int64_t rows, int64_t F);
 void swiglu_backward(float* dgate_up, const float* dact, const float* gate_up, int64_t rows,
                      int64_t F);
 
+// pos and tokens are device arrays too; the cos/sin tables are ops::rope_tables's, uploaded.
+void rope_forward(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                  int64_t row_stride, const float* cos_table, const float* sin_table);
+void rope_backward(float* dx, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                   int64_t row_stride, const float* cos_table, const float* sin_table);
+
+void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
+                       int64_t d);
+void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
+                        int64_t d);
+
 }  // namespace sps::ops::cuda
