@@ -104,6 +104,47 @@ TEST(CudaOps, EmbeddingMatchesTheCpuBackendWithRepeatedTokens) {
   EXPECT_EQ(d_dtable.read(), dtable);  // the same additions in the same order
 }
 
+TEST(CudaOps, CrossEntropyMatchesTheCpuBackendInPlace) {
+  SPS_REQUIRE_GPU();
+  const int64_t rows = 40, V = 50304;
+  auto logits = cast_vector<float>(random_vector(rows * V, 1, 4.0));
+  std::vector<int32_t> targets(rows);
+  for (int64_t r = 0; r < rows; ++r) targets[r] = int32_t((r * 7919) % V);
+  const auto dnll = random_floats(rows, 2);
+  std::vector<float> nll(rows), lse(rows);
+  DeviceFloats d_logits(logits), d_dnll(dnll), d_nll(rows), d_lse(rows);
+  DeviceInts d_targets(targets);
+  ops::cross_entropy_forward(nll.data(), lse.data(), logits.data(), targets.data(), rows, V);
+  ops::cuda::cross_entropy_forward(d_nll.data, d_lse.data, d_logits.data, d_targets.data, rows, V);
+  EXPECT_LT(max_relative_error(d_nll.read(), nll), 1e-5);
+  EXPECT_LT(max_relative_error(d_lse.read(), lse), 1e-5);
+  // The LM head overwrites its logits with their gradient (ops.h allows the alias).
+  ops::cross_entropy_backward(logits.data(), logits.data(), lse.data(), targets.data(),
+                              dnll.data(), rows, V);
+  ops::cuda::cross_entropy_backward(d_logits.data, d_logits.data, d_lse.data, d_targets.data,
+                                    d_dnll.data, rows, V);
+  EXPECT_LT(max_relative_error(d_logits.read(), logits), 1e-5);
+}
+
+TEST(CudaOps, AdamWAndSumOfSquaresMatchTheCpuBackend) {
+  SPS_REQUIRE_GPU();
+  const int64_t n = 300000;
+  auto weights = random_floats(n, 1), m = random_floats(n, 3), v = random_floats(n, 4);
+  for (float& x : v) x = x * x;  // second moments are not negative
+  const auto grads = random_floats(n, 2);
+  DeviceFloats d_weights(weights), d_grads(grads), d_m(m), d_v(v);
+  ops::AdamWStep step;
+  step.lr = 3e-3, step.weight_decay = 0.1, step.grad_scale = 0.7, step.step = 5;
+  ops::adamw_update(weights.data(), grads.data(), m.data(), v.data(), n, step);
+  ops::cuda::adamw_update(d_weights.data, d_grads.data, d_m.data, d_v.data, n, step);
+  EXPECT_LT(max_relative_error(d_weights.read(), weights), 1e-6);
+  EXPECT_LT(max_relative_error(d_m.read(), m), 1e-6);
+  EXPECT_LT(max_relative_error(d_v.read(), v), 1e-6);
+  const double cpu = ops::sum_squares(grads.data(), n);
+  EXPECT_NEAR(ops::cuda::sum_squares(d_grads.data, n), cpu, 1e-12 * cpu);
+  EXPECT_EQ(ops::cuda::sum_squares(d_grads.data, n), ops::cuda::sum_squares(d_grads.data, n));
+}
+
 // No atomics: the same call on the same input gives the same bits.
 TEST(CudaOps, RmsNormBackwardIsBitwiseRepeatable) {
   SPS_REQUIRE_GPU();

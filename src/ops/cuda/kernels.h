@@ -5,6 +5,8 @@
 // linear is in ops/cuda/linear.h (cuBLASLt).
 #include <cstdint>
 
+#include "ops/ops.h"  // AdamWStep
+
 namespace sps::ops::cuda {
 
 void rmsnorm_forward(float* out, float* rstd, const float* in, const float* gain, int64_t rows,
@@ -26,5 +28,15 @@ void embedding_forward(float* out, const int32_t* tokens, const float* table, in
                        int64_t d);
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
                         int64_t d);
+
+void cross_entropy_forward(float* nll, float* lse, const float* logits, const int32_t* targets,
+                           int64_t rows, int64_t V);
+void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
+                            const int32_t* targets, const float* dnll, int64_t rows, int64_t V);
+
+void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
+                  const AdamWStep& step);
+// Σ x[i]² in double: per-block sums in a fixed tree order, added on the host in block order.
+double sum_squares(const float* x, int64_t n);
 
 }  // namespace sps::ops::cuda

@@ -3,25 +3,12 @@
 #include <cuda_runtime.h>
 
 #include "ops/cuda/check.h"
-#include "ops/cuda/launch.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.h"
 
 namespace sps::ops::cuda {
 
 namespace {
-
-// The block's sum of `value`, the same bits on every run (a fixed tree over the threads).
-__device__ float block_sum(float value, float* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const float sum = shared[0];
-  __syncthreads();  // shared[] is reused by the next call
-  return sum;
-}
 
 __global__ void forward_kernel(float* out, float* rstd, const float* in, const float* gain,
                                int64_t d, float eps) {

@@ -3,8 +3,8 @@
 #include <cuda_runtime.h>
 
 #include "ops/cuda/check.h"
-#include "ops/cuda/launch.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.h"
 
 namespace sps::ops::cuda {
 
