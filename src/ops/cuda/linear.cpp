@@ -6,6 +6,8 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <memory>
+#include <type_traits>
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/memory.h"
@@ -56,22 +58,25 @@ void run(const ColumnMajorGemm& g, const std::map<GemmOperand, const float*>& in
       check(cudaMemset2D(c, size_t(g.ldc) * 4, 0, size_t(g.m) * 4, size_t(g.n)), "zero a matrix");
     return;
   }
+  const Layout a(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda);
+  const Layout b(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
+  const Layout cd(g.m, g.n, g.ldc);
+  // Created after the layouts and destroyed whatever happens next.
   cublasLtMatmulDesc_t op = nullptr;
   check_blas(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>,
+                        decltype(&cublasLtMatmulDescDestroy)>
+      op_owner(op, cublasLtMatmulDescDestroy);
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
   cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-  const Layout a(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda);
-  const Layout b(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
-  const Layout cd(g.m, g.n, g.ldc);
   const float alpha = 1, beta = g.accumulate ? 1 : 0;
   Blas& context = blas();
   // No algorithm given: cuBLASLt picks one by its own heuristic for this shape.
   const cublasStatus_t status = cublasLtMatmul(
       context.handle, op, &alpha, inputs.at(g.a), a.layout, inputs.at(g.b), b.layout, &beta, c,
       cd.layout, c, cd.layout, nullptr, context.workspace, context.workspace_bytes, nullptr);
-  cublasLtMatmulDescDestroy(op);
   check_blas(status, "matmul");
 }
 
@@ -90,8 +95,11 @@ void linear_backward(float* din, float* dweight, const float* dout, const float*
   const std::map<GemmOperand, const float*> inputs = {{GemmOperand::input, in},
                                                       {GemmOperand::weight, weight},
                                                       {GemmOperand::output_gradient, dout}};
-  if (din) run(linear_input_gradient_gemm(rows, in_dim, out_dim, accumulate_din, ld_in, ld_dout), inputs, din);
-  if (dweight) run(linear_weight_gradient_gemm(rows, in_dim, out_dim, ld_in, ld_dout), inputs, dweight);
+  if (din)
+    run(linear_input_gradient_gemm(rows, in_dim, out_dim, accumulate_din, ld_in, ld_dout), inputs,
+        din);
+  if (dweight)
+    run(linear_weight_gradient_gemm(rows, in_dim, out_dim, ld_in, ld_dout), inputs, dweight);
 }
 
 }  // namespace sps::ops::cuda
