@@ -68,8 +68,7 @@ void write_imported_checkpoint(const std::string& out_dir, const ImportedCheckpo
     write_file_atomically(dir + "/config.yaml", yaml);
     if (resumable) {
       AdamW optimizer(table, OptimizerSettings{});
-      optimizer.exp_avg() = ckpt.exp_avg;
-      optimizer.exp_avg_sq() = ckpt.exp_avg_sq;
+      optimizer.set_moments(ckpt.exp_avg, ckpt.exp_avg_sq);
       optimizer.set_step(ckpt.optimizer_step);
       optimizer.save(dir + "/optimizer.safetensors");
       write_file_atomically(dir + "/trainer_state.json",

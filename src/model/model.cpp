@@ -1,9 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <cstring>
 
-#include "ops/ops.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 
@@ -25,15 +23,31 @@ const ModelConfig& fitting(const ModelConfig& c) {
 }  // namespace
 
 template <typename T>
-Model<T>::Model(const ModelConfig& config)
-    : config_(fitting<T>(config)), family_(family_by_name(config.family)), table_(config) {
-  weights_.assign(table_.total(), T(0));
-  grads_.assign(table_.total(), T(0));
+Model<T>::Model(const ModelConfig& config, const ops::Backend<T>& backend)
+    : config_(fitting<T>(config)),
+      family_(family_by_name(config.family)),
+      table_(config),
+      backend_(backend) {
+  weights_.reset(size_t(table_.total()));
+  grads_.reset(size_t(table_.total()));
+  backend_.fill(weights_.data(), table_.total(), T(0));
+  zero_grads();
+}
+
+template <typename T>
+void Model<T>::init_weights(uint64_t seed) {
+  if (backend_.host_accessible()) {
+    init_parameters(weights_.data(), table_, config_, seed);
+    return;
+  }
+  std::vector<T> host(size_t(table_.total()), T(0));  // drawn on the host, then uploaded
+  init_parameters(host.data(), table_, config_, seed);
+  weights_.upload(host.data(), host.size());
 }
 
 template <typename T>
 void Model<T>::zero_grads() {
-  std::fill(grads_.begin(), grads_.end(), T(0));
+  backend_.fill(grads_.data(), table_.total(), T(0));
 }
 
 namespace {
@@ -160,11 +174,14 @@ void Model<T>::reserve(int64_t B, int64_t T_) {
   planned_batch_ = B;
   planned_tokens_ = T_;
   const int64_t D = config_.head_dim();
-  rope_cos_.assign(T_ * D / 2, T(0));
-  rope_sin_.assign(T_ * D / 2, T(0));
-  ops::rope_tables(rope_cos_.data(), rope_sin_.data(), T_, D, config_.rope_theta);
-  slot_positions_.reserve(B * family_.streams() * T_);
-  readout_targets_.reserve(B * T_);
+  std::vector<T> cos_table(T_ * D / 2, T(0)), sin_table(T_ * D / 2, T(0));
+  ops::rope_tables(cos_table.data(), sin_table.data(), T_, D, config_.rope_theta);
+  rope_cos_.upload(cos_table.data(), cos_table.size());
+  rope_sin_.upload(sin_table.data(), sin_table.size());
+  const size_t slots = size_t(B * family_.streams() * T_);
+  host_positions_.reserve(slots);
+  for (auto* buffer : {&slot_tokens_, &slot_positions_}) buffer->reserve(slots);
+  for (auto* buffer : {&doc_, &doc_start_, &readout_targets_}) buffer->reserve(size_t(B * T_));
 }
 
 template <typename T>
@@ -200,9 +217,22 @@ ops::AttentionLayout Model<T>::attention_layout() const {
   attn.persistent_window = config_.persistent_key_window;
   attn.heads = config_.n_head;
   attn.head_dim = config_.head_dim();
-  attn.doc = layout_.doc.data();
-  attn.doc_start = layout_.doc_start.data();
+  attn.doc = doc_.data();
+  attn.doc_start = doc_start_.data();
   return attn;
+}
+
+template <typename T>
+void Model<T>::upload_layout(const int32_t* y) {
+  const int64_t B = batch_, T_ = tokens_, S = layout_.slots(), rows = B * S;
+  host_positions_.resize(rows);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) host_positions_[b * S + s] = layout_.positions[b * T_ + s % T_];
+  slot_positions_.upload(host_positions_.data(), rows);
+  slot_tokens_.upload(layout_.slot_tokens.data(), rows);
+  doc_.upload(layout_.doc.data(), B * T_);
+  doc_start_.upload(layout_.doc_start.data(), B * T_);
+  if (y) readout_targets_.upload(y, B * T_);
 }
 
 template <typename T>
@@ -227,16 +257,13 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
   batch_ = B;
   tokens_ = T_;
   build_slot_layout(layout_, x, B, T_, config_, family_);
+  upload_layout(options.blocks_only ? nullptr : y);
 
-  const int64_t S = layout_.slots(), rows = B * S;
-  slot_positions_.resize(rows);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t s = 0; s < S; ++s) slot_positions_[b * S + s] = layout_.positions[b * T_ + s % T_];
-
+  const int64_t rows = B * layout_.slots();
   StepResult result;
   result.kept = layout_.kept;
-  ops::embedding_forward(layer_acts_[0].h_in, layout_.slot_tokens.data(),
-                         weights_.data() + table_.wte(), rows, config_.hidden_size);
+  backend_.embedding_forward(layer_acts_[0].h_in, slot_tokens_.data(),
+                             weights_.data() + table_.wte(), rows, config_.hidden_size);
   for (int64_t l = 0; l < config_.n_layer; ++l)
     result.attention_pairs +=
         layer_forward(l, l + 1 < config_.n_layer ? layer_acts_[l + 1].h_in : h_out_);
@@ -260,20 +287,20 @@ int64_t Model<T>::layer_forward(int64_t l, T* h_next) {
   const LayerParams& p = table_.layer(l);
   LayerActs& a = layer_acts_[l];
   // Attention half: h_mid = h_in + c_proj(Attn(RoPE(c_attn(RMSNorm(h_in)))))
-  ops::rmsnorm_forward(a.n1, a.rstd1, a.h_in, W + p.attention_norm, rows, d, config_.norm_eps);
-  ops::linear_forward(a.qkv, a.n1, W + p.c_attn, rows, d, 3 * d, false);
-  ops::rope_forward(a.qkv, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
-  ops::rope_forward(a.qkv + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
-  const int64_t pairs = ops::attention_forward(a.att, a.lse, a.qkv, attention_layout());
-  std::memcpy(a.h_mid, a.h_in, sizeof(T) * rows * d);
-  ops::linear_forward(a.h_mid, a.att, W + p.c_proj, rows, d, d, true);
+  backend_.rmsnorm_forward(a.n1, a.rstd1, a.h_in, W + p.attention_norm, rows, d, config_.norm_eps);
+  backend_.linear_forward(a.qkv, a.n1, W + p.c_attn, rows, d, 3 * d, false);
+  backend_.rope_forward(a.qkv, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
+  backend_.rope_forward(a.qkv + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
+  const int64_t pairs = backend_.attention_forward(a.att, a.lse, a.qkv, attention_layout());
+  backend_.copy(a.h_mid, a.h_in, sizeof(T) * rows * d);
+  backend_.linear_forward(a.h_mid, a.att, W + p.c_proj, rows, d, d, true);
   // MLP half: h_out = h_mid + down(silu(gate(n2)) ⊙ up(n2)); gate|up is one [2F, d] weight.
-  ops::rmsnorm_forward(a.n2, a.rstd2, a.h_mid, W + p.mlp_norm, rows, d, config_.norm_eps);
-  ops::linear_forward(a.gate_up, a.n2, W + p.gate_up, rows, d, 2 * F, false);
-  ops::swiglu_forward(a.act, a.gate_up, rows, F);
+  backend_.rmsnorm_forward(a.n2, a.rstd2, a.h_mid, W + p.mlp_norm, rows, d, config_.norm_eps);
+  backend_.linear_forward(a.gate_up, a.n2, W + p.gate_up, rows, d, 2 * F, false);
+  backend_.swiglu_forward(a.act, a.gate_up, rows, F);
   if (h_next) {
-    std::memcpy(h_next, a.h_mid, sizeof(T) * rows * d);
-    ops::linear_forward(h_next, a.act, W + p.down_proj, rows, F, d, true);
+    backend_.copy(h_next, a.h_mid, sizeof(T) * rows * d);
+    backend_.linear_forward(h_next, a.act, W + p.down_proj, rows, F, d, true);
   }
   return pairs;
 }
@@ -291,32 +318,37 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
   const T* E = W + table_.wte();
   for (int64_t b = 0; b < B; ++b) {
     const T* rows_in = h_out_ + (b * S + readout_stream * T_) * d;
-    ops::rmsnorm_forward(nf_ + b * T_ * d, rstdf_ + b * T_, rows_in, W + table_.output_norm(),
+    backend_.rmsnorm_forward(nf_ + b * T_ * d, rstdf_ + b * T_, rows_in, W + table_.output_norm(),
                          T_, d, config_.norm_eps);
   }
-  readout_targets_.assign(y, y + B * T_);
   const T row_grad = layout_.kept > 0 ? T(grad_scale / double(layout_.kept)) : T(0);
   for (int64_t r0 = 0; r0 < B * T_; r0 += kLmHeadChunk) {
     const int64_t n = std::min(kLmHeadChunk, B * T_ - r0);
-    ops::linear_forward(logits_, nf_ + r0 * d, E, n, d, V, false);
-    ops::cross_entropy_forward(nll_ + r0, lse_head_ + r0, logits_, readout_targets_.data() + r0,
-                               n, V);
-    if (options.logits)
-      for (int64_t k = 0; k < n * V; ++k) options.logits[r0 * V + k] = double(logits_[k]);
-    for (int64_t r = r0; r < r0 + n; ++r) {
-      if (options.nll) options.nll[r] = double(nll_[r]);
-      if (layout_.keep[r]) result.nll_sum += double(nll_[r]);
+    const int32_t* targets = readout_targets_.data() + r0;
+    backend_.linear_forward(logits_, nf_ + r0 * d, E, n, d, V, false);
+    backend_.cross_entropy_forward(nll_ + r0, lse_head_ + r0, logits_, targets, n, V);
+    if (options.logits) {
+      host_rows_.resize(n * V);
+      backend_.download(host_rows_.data(), logits_, sizeof(T) * n * V);
+      for (int64_t k = 0; k < n * V; ++k) options.logits[r0 * V + k] = double(host_rows_[k]);
+    }
+    host_rows_.resize(n);
+    backend_.download(host_rows_.data(), nll_ + r0, sizeof(T) * n);
+    for (int64_t k = 0; k < n; ++k) {
+      if (options.nll) options.nll[r0 + k] = double(host_rows_[k]);
+      if (layout_.keep[r0 + k]) result.nll_sum += double(host_rows_[k]);
     }
     if (!backward) continue;
-    T* dnll = dgate_up_;  // free until the layers' backward starts
     const double* weight = backward_options.loss_weight;
     for (int64_t k = 0; k < n; ++k)
-      dnll[k] = weight ? T(grad_scale * weight[r0 + k]) : layout_.keep[r0 + k] ? row_grad : T(0);
-    ops::cross_entropy_backward(logits_, logits_, lse_head_ + r0, readout_targets_.data() + r0,
-                                dnll, n, V);
+      host_rows_[k] =
+          weight ? T(grad_scale * weight[r0 + k]) : layout_.keep[r0 + k] ? row_grad : T(0);
+    T* dnll = dgate_up_;  // free until the layers' backward starts
+    backend_.upload(dnll, host_rows_.data(), sizeof(T) * n);
+    backend_.cross_entropy_backward(logits_, logits_, lse_head_ + r0, targets, dnll, n, V);
     if (backward_options.observer)
       backward_options.observer->linear(table_.wte(), nf_ + r0 * d, logits_, r0, n, d, V, true);
-    ops::linear_backward(dnf_ + r0 * d, grads_.data() + table_.wte(), logits_, nf_ + r0 * d, E,
+    backend_.linear_backward(dnf_ + r0 * d, grads_.data() + table_.wte(), logits_, nf_ + r0 * d, E,
                          n, d, V, false);
   }
   result.loss = layout_.kept > 0 ? result.nll_sum / double(layout_.kept) : 0.0;
@@ -335,13 +367,13 @@ void Model<T>::backward_layers(GradientObserver<T>* observer) {
   const ops::AttentionLayout attn = attention_layout();
 
   // dh: gradient of the residual stream, [B·S, d]; only readout rows get the head's.
-  std::fill(dh_, dh_ + rows * d, T(0));
+  backend_.fill(dh_, rows * d, T(0));
   for (int64_t b = 0; b < B; ++b) {
     const int64_t row0 = b * S + readout_stream * T_;
     if (observer)
       observer->norm(table_.output_norm(), h_out_ + row0 * d, rstdf_ + b * T_, dnf_ + b * T_ * d,
                      b * T_, T_, d, true);
-    ops::rmsnorm_backward(dh_ + row0 * d, G + table_.output_norm(), dnf_ + b * T_ * d,
+    backend_.rmsnorm_backward(dh_ + row0 * d, G + table_.output_norm(), dnf_ + b * T_ * d,
                           h_out_ + row0 * d, W + table_.output_norm(), rstdf_ + b * T_, T_, d);
   }
   for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
@@ -351,27 +383,27 @@ void Model<T>::backward_layers(GradientObserver<T>* observer) {
     if (recompute_ && l + 1 < config_.n_layer) layer_forward(l, nullptr);
     // MLP half.
     if (observer) observer->linear(p.down_proj, a.act, dh_, 0, rows, F, d, false);
-    ops::linear_backward(dact_, G + p.down_proj, dh_, a.act, W + p.down_proj, rows, F, d, false);
-    ops::swiglu_backward(dgate_up_, dact_, a.gate_up, rows, F);
+    backend_.linear_backward(dact_, G + p.down_proj, dh_, a.act, W + p.down_proj, rows, F, d, false);
+    backend_.swiglu_backward(dgate_up_, dact_, a.gate_up, rows, F);
     if (observer) observer->linear(p.gate_up, a.n2, dgate_up_, 0, rows, d, 2 * F, false);
-    ops::linear_backward(dn_, G + p.gate_up, dgate_up_, a.n2, W + p.gate_up, rows, d, 2 * F,
+    backend_.linear_backward(dn_, G + p.gate_up, dgate_up_, a.n2, W + p.gate_up, rows, d, 2 * F,
                          false);
     if (observer) observer->norm(p.mlp_norm, a.h_mid, a.rstd2, dn_, 0, rows, d, false);
-    ops::rmsnorm_backward(dh_, G + p.mlp_norm, dn_, a.h_mid, W + p.mlp_norm, a.rstd2, rows, d);
+    backend_.rmsnorm_backward(dh_, G + p.mlp_norm, dn_, a.h_mid, W + p.mlp_norm, a.rstd2, rows, d);
     // Attention half.
     if (observer) observer->linear(p.c_proj, a.att, dh_, 0, rows, d, d, false);
-    ops::linear_backward(datt_, G + p.c_proj, dh_, a.att, W + p.c_proj, rows, d, d, false);
-    ops::attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, attn);
-    ops::rope_backward(dqkv_, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
-    ops::rope_backward(dqkv_ + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
+    backend_.linear_backward(datt_, G + p.c_proj, dh_, a.att, W + p.c_proj, rows, d, d, false);
+    backend_.attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, attn);
+    backend_.rope_backward(dqkv_, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
+    backend_.rope_backward(dqkv_ + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
     if (observer) observer->linear(p.c_attn, a.n1, dqkv_, 0, rows, d, 3 * d, false);
-    ops::linear_backward(dn_, G + p.c_attn, dqkv_, a.n1, W + p.c_attn, rows, d, 3 * d, false);
+    backend_.linear_backward(dn_, G + p.c_attn, dqkv_, a.n1, W + p.c_attn, rows, d, 3 * d, false);
     if (observer) observer->norm(p.attention_norm, a.h_in, a.rstd1, dn_, 0, rows, d, false);
-    ops::rmsnorm_backward(dh_, G + p.attention_norm, dn_, a.h_in, W + p.attention_norm, a.rstd1,
+    backend_.rmsnorm_backward(dh_, G + p.attention_norm, dn_, a.h_in, W + p.attention_norm, a.rstd1,
                           rows, d);
   }
-  if (observer) observer->embedding(table_.wte(), layout_.slot_tokens.data(), dh_, rows, d);
-  ops::embedding_backward(G + table_.wte(), dh_, layout_.slot_tokens.data(), rows, d);
+  if (observer) observer->embedding(table_.wte(), slot_tokens_.data(), dh_, rows, d);
+  backend_.embedding_backward(G + table_.wte(), dh_, slot_tokens_.data(), rows, d);
 }
 
 template class Model<float>;

@@ -1,7 +1,8 @@
 #pragma once
-// The training forward and backward of every family (docs/model.md §2–§5), written against the ops
-// interface. Activations live in one buffer planned for (batch, tokens) before the first
-// step; a step does not allocate.
+// The training forward and backward of every family (docs/model.md §2–§5), written against the
+// backend boundary (ops/backend.h): weights, gradients and activations live in the backend's
+// memory, and every loop over them is one of its ops. Activations live in one buffer planned
+// for (batch, tokens) before the first step; a step does not allocate.
 #include <cstdint>
 #include <vector>
 
@@ -9,8 +10,7 @@
 #include "model/family.h"
 #include "model/params.h"
 #include "model/slot_layout.h"
-#include "ops/ops.h"
-#include "util/buffer.h"
+#include "ops/backend.h"
 
 namespace sps {
 
@@ -22,7 +22,7 @@ struct ForwardOptions {
 };
 
 // A per-slot view of the backward, for analyses of per-position parameter gradients (docs/model.md §9
-// gradient routing). Rows are slots b·S + stream·T + t (S = streams·T) from first_row on, or,
+// gradient routing). Its pointers are the backend's memory (analyses run on the CPU). Rows are slots b·S + stream·T + t (S = streams·T) from first_row on, or,
 // when readout is true (output norm, LM head), readout rows b·T + t.
 template <typename T>
 struct GradientObserver {
@@ -58,17 +58,20 @@ struct StepResult {
 template <typename T>
 class Model {
  public:
-  explicit Model(const ModelConfig& config);
+  explicit Model(const ModelConfig& config,
+                 const ops::Backend<T>& backend = ops::cpu_backend<T>());
 
   const ModelConfig& config() const { return config_; }
   const Family& family() const { return family_; }
   const ParamTable& params() const { return table_; }
+  const ops::Backend<T>& backend() const { return backend_; }
+  // The flat parameter and gradient buffers, in the backend's memory.
   T* weights() { return weights_.data(); }
   const T* weights() const { return weights_.data(); }
   T* grads() { return grads_.data(); }
   const T* grads() const { return grads_.data(); }
 
-  void init_weights(uint64_t seed) { init_parameters(weights_.data(), table_, config_, seed); }
+  void init_weights(uint64_t seed);
   void zero_grads();
 
   // Plans activation memory for up to `batch` sequences of `tokens` tokens. Called by
@@ -85,8 +88,8 @@ class Model {
 
   // Read-only views of the last forward, for the prefill of cached generation
   // (model/decoder.h): layer l's q | k | v after RoPE, [B·S, 3d] stream-major, and the
-  // residual stream after the last layer (before output_norm), [B·S, d].
-  // Needs recompute off (with it, every layer shares one qkv buffer).
+  // residual stream after the last layer (before output_norm), [B·S, d], in the backend's
+  // memory. Needs recompute off (with it, every layer shares one qkv buffer).
   const T* layer_qkv(int64_t l) const;
   const T* final_hidden() const { return h_out_; }
 
@@ -113,15 +116,22 @@ class Model {
   void backward_layers(GradientObserver<T>* observer);
   ops::AttentionLayout attention_layout() const;
 
+  // Uploads the step's slot layout (tokens, positions, documents, readout targets).
+  void upload_layout(const int32_t* y);
+
   ModelConfig config_;
   Family family_;
   ParamTable table_;
-  std::vector<T> weights_, grads_;
-  SlotLayout layout_;
-  std::vector<int32_t> slot_positions_;  // [B·S] position of every slot
-  std::vector<int32_t> readout_targets_; // [B·T]
-  std::vector<T> rope_cos_, rope_sin_;
-  Buffer<T> acts_;
+  const ops::Backend<T>& backend_;
+  ops::DeviceBuffer<T> weights_{backend_}, grads_{backend_}, acts_{backend_};
+  ops::DeviceBuffer<T> rope_cos_{backend_}, rope_sin_{backend_};  // [T, D/2]
+  SlotLayout layout_;                       // the step's layout, built on the host
+  std::vector<int32_t> host_positions_;     // [B·S] position of every slot
+  // The layout on the device: slot tokens and positions [B·S], doc and doc_start [B·T],
+  // readout targets [B·T].
+  ops::DeviceBuffer<int32_t> slot_tokens_{backend_}, slot_positions_{backend_}, doc_{backend_},
+      doc_start_{backend_}, readout_targets_{backend_};
+  std::vector<T> host_rows_;  // the LM head's per-row values crossing to or from the host
   int64_t planned_batch_ = 0, planned_tokens_ = 0;  // the shape acts_ was planned for
   bool recompute_ = false;
   std::vector<LayerActs> layer_acts_;

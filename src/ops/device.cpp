@@ -50,7 +50,7 @@ std::string describe_cuda(const CudaStatus& s) {
   return text;
 }
 
-void require_device(const Device& device, const std::string& what, const std::string& command) {
+void require_usable_device(const Device& device, const std::string& what) {
   if (device.kind == Device::Kind::cpu) return;
   const CudaStatus status = cuda_status();
   if (!status.built)
@@ -63,6 +63,11 @@ void require_device(const Device& device, const std::string& what, const std::st
     fail("{}: {} asked for, but this machine has {} GPU{} (cuda:0 … cuda:{})", what,
          device.name(), status.gpus.size(), status.gpus.size() == 1 ? "" : "s",
          status.gpus.size() - 1);
+}
+
+void require_device(const Device& device, const std::string& what, const std::string& command) {
+  if (device.kind == Device::Kind::cpu) return;
+  require_usable_device(device, what);
   fail("{}: the CUDA backend does not run `{}` yet (docs/gpu.md says what runs on a GPU); "
        "use --device cpu",
        what, command);

@@ -37,6 +37,10 @@ CudaStatus cuda_status();
 // One line for `sps --version`.
 std::string describe_cuda(const CudaStatus& status);
 
+// Returns when this build and machine can use `device`; otherwise a UserError naming `what`
+// that says why: CUDA not built, no usable GPU, or an index out of range.
+void require_usable_device(const Device& device, const std::string& what);
+
 // Returns when `device` can run `command` here; otherwise a UserError naming `what` (the
 // flag or recipe key) that says why: CUDA not built, no usable GPU, an index out of range,
 // or a command the CUDA backend does not run yet.

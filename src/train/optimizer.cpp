@@ -30,15 +30,27 @@ double clip_coefficient(double grad_norm, double max_norm) {
 }
 
 template <typename T>
-double global_grad_norm(const T* grads, int64_t n) {
-  return std::sqrt(ops::sum_squares(grads, n));
+double global_grad_norm(const ops::Backend<T>& backend, const T* grads, int64_t n) {
+  return std::sqrt(backend.sum_squares(grads, n));
 }
 
-AdamW::AdamW(const ParamTable& table, const OptimizerSettings& settings)
-    : table_(table), settings_(settings), m_(table.total(), 0.0f), v_(table.total(), 0.0f) {}
+AdamW::AdamW(const ParamTable& table, const OptimizerSettings& settings,
+             const ops::Memory& memory)
+    : table_(table), settings_(settings), m_(memory), v_(memory) {
+  const std::vector<float> zeros(size_t(table.total()), 0.0f);
+  set_moments(zeros, zeros);
+}
+
+void AdamW::set_moments(const std::vector<float>& exp_avg, const std::vector<float>& exp_avg_sq) {
+  const size_t n = size_t(table_.total());
+  SPS_ASSERT(exp_avg.size() == n && exp_avg_sq.size() == n);
+  m_.upload(exp_avg.data(), n);
+  v_.upload(exp_avg_sq.data(), n);
+}
 
 template <typename T>
-void AdamW::update(T* weights, const T* grads, double lr, double grad_scale) {
+void AdamW::update(const ops::Backend<T>& backend, T* weights, const T* grads, double lr,
+                   double grad_scale) {
   ++step_;
   ops::AdamWStep s;
   s.lr = lr;
@@ -57,17 +69,29 @@ void AdamW::update(T* weights, const T* grads, double lr, double grad_scale) {
     const int64_t begin = entries[i].offset;
     const int64_t end = entries[j - 1].offset + entries[j - 1].numel;
     s.weight_decay = entries[i].decayed ? settings_.weight_decay : 0.0;
-    ops::adamw_update(weights + begin, grads + begin, m_.data() + begin, v_.data() + begin,
+    backend.adamw_update(weights + begin, grads + begin, m_.data() + begin, v_.data() + begin,
                       end - begin, s);
     i = j;
   }
 }
 
 void AdamW::save(const std::string& path) const {
+  // The moments themselves on the CPU; copies from a GPU.
+  std::vector<float> host_m, host_v;
+  const float* m = m_.data();
+  const float* v = v_.data();
+  if (!m_.memory().host_accessible()) {
+    host_m.resize(m_.size());
+    host_v.resize(v_.size());
+    m_.download(host_m.data(), m_.size());
+    v_.download(host_v.data(), v_.size());
+    m = host_m.data();
+    v = host_v.data();
+  }
   std::vector<TensorToWrite> tensors;
   for (const auto& e : table_.entries()) {
-    tensors.push_back({e.name + ".exp_avg", DType::F32, e.shape, m_.data() + e.offset});
-    tensors.push_back({e.name + ".exp_avg_sq", DType::F32, e.shape, v_.data() + e.offset});
+    tensors.push_back({e.name + ".exp_avg", DType::F32, e.shape, m + e.offset});
+    tensors.push_back({e.name + ".exp_avg_sq", DType::F32, e.shape, v + e.offset});
   }
   write_safetensors(path, tensors, {{"format", "sps-adamw"}, {"step", std::to_string(step_)}});
 }
@@ -77,6 +101,7 @@ void AdamW::load(const std::string& path) {
   if (file.header().tensors.size() != 2 * table_.entries().size())
     fail("{}: {} tensors, expected {} (exp_avg and exp_avg_sq of every parameter)", path,
          file.header().tensors.size(), 2 * table_.entries().size());
+  std::vector<float> host_m(m_.size()), host_v(v_.size());  // checked, then uploaded
   for (const auto& e : table_.entries()) {
     for (const bool second : {false, true}) {
       const std::string name = e.name + (second ? ".exp_avg_sq" : ".exp_avg");
@@ -84,7 +109,7 @@ void AdamW::load(const std::string& path) {
       if (!info) fail("{}: missing tensor '{}'", path, name);
       if (info->dtype != DType::F32 || info->shape != e.shape)
         fail("{}: tensor '{}' is not F32 of the parameter's shape", path, name);
-      float* out = (second ? v_.data() : m_.data()) + e.offset;
+      float* out = (second ? host_v.data() : host_m.data()) + e.offset;
       std::memcpy(out, file.data(*info), sizeof(float) * size_t(e.numel));
       for (int64_t k = 0; k < e.numel; ++k)
         if (!std::isfinite(out[k]) || (second && out[k] < 0))
@@ -99,11 +124,14 @@ void AdamW::load(const std::string& path) {
   } catch (const std::exception&) {
     fail("{}: metadata 'step' is not a number: '{}'", path, it->second);
   }
+  set_moments(host_m, host_v);
 }
 
-template double global_grad_norm<float>(const float*, int64_t);
-template double global_grad_norm<double>(const double*, int64_t);
-template void AdamW::update<float>(float*, const float*, double, double);
-template void AdamW::update<double>(double*, const double*, double, double);
+template double global_grad_norm<float>(const ops::Backend<float>&, const float*, int64_t);
+template double global_grad_norm<double>(const ops::Backend<double>&, const double*, int64_t);
+template void AdamW::update<float>(const ops::Backend<float>&, float*, const float*, double,
+                                   double);
+template void AdamW::update<double>(const ops::Backend<double>&, double*, const double*, double,
+                                    double);
 
 }  // namespace sps

@@ -97,7 +97,6 @@ class MetricsFile {
   int64_t bytes_ = 0;
 };
 
-bool all_finite(const float* w, int64_t n) { return std::isfinite(ops::sum_squares(w, n)); }
 
 std::string named_checkpoint(int64_t tokens) { return fmt::format("tokens_{:012}", tokens); }
 
@@ -162,11 +161,11 @@ StepOutcome train_step(Model<T>& model, AdamW& optimizer, Collective& collective
   out.nll_sum = stats[1];
   out.kept = int64_t(stats[2]);
   out.votes = stats[3];
-  out.grad_norm = global_grad_norm(model.grads(), P);
+  out.grad_norm = global_grad_norm(model.backend(), model.grads(), P);
   out.finite = std::isfinite(out.loss) && std::isfinite(out.grad_norm);
   if (!out.finite) return out;
   out.clip = clip_coefficient(out.grad_norm, grad_clip);
-  optimizer.update(model.weights(), model.grads(), lr, out.clip);
+  optimizer.update(model.backend(), model.weights(), model.grads(), lr, out.clip);
   return out;
 }
 
@@ -250,7 +249,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   model.set_recompute(config.system.recompute_activations);
   const ParamTable& table = model.params();
   const int64_t P = table.total();
-  AdamW optimizer(table, config.optimizer);
+  AdamW optimizer(table, config.optimizer, model.backend());
   TrainerState state = initial_trainer_state(config, ranks);
   state.threads = omp_get_max_threads();
 
@@ -286,8 +285,8 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   if (resumed) {
     if (ranks > 1) {
       collective.broadcast(model.weights(), P * int64_t(sizeof(float)), 0);
-      collective.broadcast(optimizer.exp_avg().data(), P * int64_t(sizeof(float)), 0);
-      collective.broadcast(optimizer.exp_avg_sq().data(), P * int64_t(sizeof(float)), 0);
+      collective.broadcast(optimizer.exp_avg(), P * int64_t(sizeof(float)), 0);
+      collective.broadcast(optimizer.exp_avg_sq(), P * int64_t(sizeof(float)), 0);
       std::string text = trainer_state_json(state);
       int64_t length = int64_t(text.size());
       collective.broadcast(&length, sizeof length, 0);
@@ -366,7 +365,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   double mark = now_seconds();
   auto checkpoint = [&](const std::string& name, const char* reason) {
     if (!leader) return;
-    if (!all_finite(model.weights(), P))
+    if (!std::isfinite(model.backend().sum_squares(model.weights(), P)))
       fail("step {}: the weights are not finite; stopping without writing checkpoints/{} (the "
            "last good checkpoint stays)",
            state.step, name);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cuda/cuda_fixtures.h"
+#include "ops/backend.h"
 #include "ops/cuda/memory.h"
 #include "util/user_error.h"
 
@@ -38,6 +39,27 @@ TEST(CudaMemory, AnAllocationTooLargeIsOneLine) {
   EXPECT_NE(error.find("cannot allocate 1048576.00 GiB of device memory"), std::string::npos)
       << error;
   EXPECT_EQ(error.find('\n'), std::string::npos);
+}
+
+// The backend the model runs on: DeviceBuffers in GPU memory, copies within it, and the ops
+// without a kernel yet refused in one line.
+TEST(CudaBackend, BuffersRoundTripAndOpsWithoutAKernelAreRefused) {
+  SPS_REQUIRE_GPU();
+  const ops::Backend<float>& gpu = ops::backend_for({ops::Device::Kind::cuda, 0});
+  EXPECT_FALSE(gpu.host_accessible());
+  EXPECT_EQ(gpu.device().name(), "cuda:0");
+  ops::DeviceBuffer<float> a(gpu), b(gpu);
+  const std::vector<float> host = {1, 2, 3, 4, 5};
+  a.upload(host.data(), 5);
+  b.reset(5);
+  gpu.copy(b.data(), a.data(), 5 * sizeof(float));
+  gpu.fill(b.data() + 3, 2, 9.0f);
+  std::vector<float> back(5);
+  b.download(back.data(), 5);
+  EXPECT_EQ(back, (std::vector<float>{1, 2, 3, 9, 9}));
+  const std::string error = testing::error_of(
+      [&] { gpu.attention_forward(b.data(), b.data(), a.data(), ops::AttentionLayout{}); });
+  EXPECT_NE(error.find("no attention kernel yet"), std::string::npos) << error;
 }
 
 }  // namespace

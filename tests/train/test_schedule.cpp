@@ -92,9 +92,9 @@ TEST(Clipping, GlobalNormOverTheWholeBuffer) {
   std::vector<float> g(100000, 0.0f);
   g[3] = 3.0f;
   g[99999] = 4.0f;
-  EXPECT_DOUBLE_EQ(global_grad_norm(g.data(), int64_t(g.size())), 5.0);
+  EXPECT_DOUBLE_EQ(global_grad_norm(ops::cpu_backend<float>(), g.data(), int64_t(g.size())), 5.0);
   std::vector<double> d = {1.0, 2.0, 2.0};
-  EXPECT_DOUBLE_EQ(global_grad_norm(d.data(), 3), 3.0);
+  EXPECT_DOUBLE_EQ(global_grad_norm(ops::cpu_backend<double>(), d.data(), 3), 3.0);
 }
 
 }  // namespace

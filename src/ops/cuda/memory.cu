@@ -40,6 +40,12 @@ void copy_to_host(void* host, const void* device, size_t bytes) {
   check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "copy from the GPU");
 }
 
+void copy_on_device(void* to, const void* from, size_t bytes) {
+  check(cudaMemcpy(to, from, bytes, cudaMemcpyDeviceToDevice), "copy on the GPU");
+}
+
+void use_device(int index) { check(cudaSetDevice(index), "select the GPU"); }
+
 void fill(float* x, int64_t n, float value) {
   if (n <= 0) return;
   fill_kernel<<<grid_stride_blocks(n), kThreads>>>(x, n, value);

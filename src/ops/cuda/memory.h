@@ -13,6 +13,10 @@ void device_free(void* pointer);
 
 void copy_to_device(void* device, const void* host, size_t bytes);
 void copy_to_host(void* host, const void* device, size_t bytes);
+void copy_on_device(void* to, const void* from, size_t bytes);
+
+// Makes GPU `index` the calling thread's current device.
+void use_device(int index);
 
 // x[i] = value for i in [0, n)
 void fill(float* x, int64_t n, float value);

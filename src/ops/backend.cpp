@@ -1,0 +1,21 @@
+#include "ops/backend.h"
+
+#include "util/error.h"
+
+#if SPS_WITH_CUDA
+#include "ops/cuda/backend.h"
+#endif
+
+namespace sps::ops {
+
+const Backend<float>& backend_for(const Device& device) {
+  if (device.kind == Device::Kind::cpu) return cpu_backend<float>();
+  require_usable_device(device, "device");
+#if SPS_WITH_CUDA
+  return cuda::backend(device.index);
+#else
+  fail("device: {} asked for, but this sps was built without CUDA", device.name());
+#endif
+}
+
+}  // namespace sps::ops

@@ -1,0 +1,150 @@
+#pragma once
+// The backend boundary: one device's memory and the ops of ops.h on it, chosen at run time.
+// The model, the optimizer and the decoders hold a Backend and keep every tensor in
+// DeviceBuffers it allocated, so the same code runs on the CPU (cpu_backend, the reference)
+// and on a GPU (backend_for(cuda:N)). Pointers passed to the ops are the backend's memory;
+// host arrays cross with upload and download.
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "ops/device.h"
+#include "ops/ops.h"
+
+namespace sps::ops {
+
+// One device's memory. Calls are ordered: a download returns once every earlier op of the
+// backend has finished, so the host may read what it copied.
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  virtual Device device() const = 0;
+  // True when the host can read and write this memory through its pointers (the CPU).
+  virtual bool host_accessible() const = 0;
+  // `bytes` uninitialised bytes, 64-byte aligned; a UserError when they do not fit.
+  virtual void* allocate(size_t bytes) const = 0;
+  virtual void release(void* pointer) const = 0;
+  virtual void copy(void* to, const void* from, size_t bytes) const = 0;  // both on this device
+  virtual void upload(void* to, const void* host, size_t bytes) const = 0;
+  virtual void download(void* host, const void* from, size_t bytes) const = 0;
+};
+
+// An array of n elements in a Memory, uninitialised when (re)sized. Move-only.
+template <typename E>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(const Memory& memory) : memory_(&memory) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    swap(other);
+    return *this;
+  }
+  ~DeviceBuffer() { reset(0); }
+
+  // n elements, uninitialised; the old contents are dropped.
+  void reset(size_t n) {
+    if (data_) memory_->release(data_);
+    data_ = nullptr;
+    size_ = 0;
+    if (n == 0) return;
+    data_ = static_cast<E*>(memory_->allocate(n * sizeof(E)));
+    size_ = n;
+  }
+  // Grows to at least n elements (contents dropped when it grows).
+  void reserve(size_t n) {
+    if (n > size_) reset(n);
+  }
+  // The first n elements from the host, growing to n when smaller.
+  void upload(const E* host, size_t n) {
+    reserve(n);
+    if (n) memory_->upload(data_, host, n * sizeof(E));
+  }
+  void download(E* host, size_t n, size_t offset = 0) const {
+    if (n) memory_->download(host, data_ + offset, n * sizeof(E));
+  }
+
+  E* data() { return data_; }
+  const E* data() const { return data_; }
+  size_t size() const { return size_; }
+  const Memory& memory() const { return *memory_; }
+
+ private:
+  void swap(DeviceBuffer& other) {
+    std::swap(memory_, other.memory_);
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+  }
+  const Memory* memory_ = nullptr;
+  E* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The ops of ops.h on one device, for element type T (the CUDA backend has float only).
+// Each has the contract, shapes and accumulation rules of its namesake in ops.h.
+template <typename T>
+class Backend : public Memory {
+ public:
+  // x[i] = value for i in [0, n)
+  virtual void fill(T* x, int64_t n, T value) const = 0;
+
+  virtual void linear_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
+                              int64_t out_dim, bool accumulate, int64_t ld_in = 0,
+                              int64_t ld_out = 0) const = 0;
+  virtual void linear_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight,
+                               int64_t rows, int64_t in_dim, int64_t out_dim, bool accumulate_din,
+                               int64_t ld_in = 0, int64_t ld_dout = 0) const = 0;
+  virtual void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows,
+                                     int64_t in_dim, int64_t out_dim, bool accumulate) const = 0;
+
+  virtual void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
+                                 int64_t d) const = 0;
+  virtual void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t n,
+                                  int64_t d) const = 0;
+
+  virtual void rmsnorm_forward(T* out, T* rstd, const T* in, const T* gain, int64_t rows,
+                               int64_t d, double eps) const = 0;
+  virtual void rmsnorm_backward(T* din, T* dgain, const T* dout, const T* in, const T* gain,
+                                const T* rstd, int64_t rows, int64_t d) const = 0;
+
+  virtual void rope_forward(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                            int64_t row_stride, const T* cos_table,
+                            const T* sin_table) const = 0;
+  virtual void rope_backward(T* dx, const int32_t* pos, int64_t n, int64_t heads,
+                             int64_t head_dim, int64_t row_stride, const T* cos_table,
+                             const T* sin_table) const = 0;
+
+  virtual void swiglu_forward(T* act, const T* gate_up, int64_t rows, int64_t F) const = 0;
+  virtual void swiglu_backward(T* dgate_up, const T* dact, const T* gate_up, int64_t rows,
+                               int64_t F) const = 0;
+
+  virtual void cross_entropy_forward(T* nll, T* lse, const T* logits, const int32_t* targets,
+                                     int64_t rows, int64_t V) const = 0;
+  virtual void cross_entropy_backward(T* dlogits, const T* logits, const T* lse,
+                                      const int32_t* targets, const T* dnll, int64_t rows,
+                                      int64_t V) const = 0;
+
+  // The layouts' arrays (doc, doc_start; persistent_end, ring_len, ring_next) are this
+  // backend's memory too.
+  virtual int64_t attention_forward(T* out, T* lse, const T* qkv,
+                                    const AttentionLayout& layout) const = 0;
+  virtual void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out,
+                                  const T* lse, const AttentionLayout& layout) const = 0;
+  virtual int64_t attention_decode(T* out, const T* qkv, const T* persistent_k,
+                                   const T* persistent_v, const T* ring_k, const T* ring_v,
+                                   const DecodeAttentionLayout& layout) const = 0;
+
+  virtual void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
+                            const AdamWStep& step) const = 0;
+  virtual double sum_squares(const T* x, int64_t n) const = 0;
+};
+
+// The CPU backend: host memory and the ops of ops/cpu, the reference for every other.
+template <typename T>
+const Backend<T>& cpu_backend();
+
+// The backend of `device` (float: the element type of every device). For a GPU, makes it the
+// calling thread's current device. A UserError when this build or machine has no such device.
+const Backend<float>& backend_for(const Device& device);
+
+}  // namespace sps::ops

@@ -1,0 +1,125 @@
+// The CPU backend: host memory (64-byte aligned, untouched pages never faulted in) and the
+// ops of ops/cpu.
+#include "ops/backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "ops/ops.h"
+
+namespace sps::ops {
+
+namespace {
+
+template <typename T>
+class CpuBackend final : public Backend<T> {
+ public:
+  Device device() const override { return {}; }
+  bool host_accessible() const override { return true; }
+  void* allocate(size_t bytes) const override {
+    constexpr size_t kAlignment = 64;
+    if (bytes > SIZE_MAX - kAlignment) throw std::bad_alloc();
+    void* p = std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void release(void* pointer) const override { std::free(pointer); }
+  void copy(void* to, const void* from, size_t bytes) const override {
+    std::memcpy(to, from, bytes);
+  }
+  void upload(void* to, const void* host, size_t bytes) const override {
+    std::memcpy(to, host, bytes);
+  }
+  void download(void* host, const void* from, size_t bytes) const override {
+    std::memcpy(host, from, bytes);
+  }
+  void fill(T* x, int64_t n, T value) const override { std::fill(x, x + n, value); }
+
+  void linear_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
+                      int64_t out_dim, bool accumulate, int64_t ld_in,
+                      int64_t ld_out) const override {
+    ops::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, ld_in, ld_out);
+  }
+  void linear_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight,
+                       int64_t rows, int64_t in_dim, int64_t out_dim, bool accumulate_din,
+                       int64_t ld_in, int64_t ld_dout) const override {
+    ops::linear_backward(din, dweight, dout, in, weight, rows, in_dim, out_dim, accumulate_din,
+                         ld_in, ld_dout);
+  }
+  void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
+                             int64_t out_dim, bool accumulate) const override {
+    ops::linear_decode_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
+  }
+  void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
+                         int64_t d) const override {
+    ops::embedding_forward(out, tokens, table, n, d);
+  }
+  void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t n,
+                          int64_t d) const override {
+    ops::embedding_backward(dtable, dout, tokens, n, d);
+  }
+  void rmsnorm_forward(T* out, T* rstd, const T* in, const T* gain, int64_t rows, int64_t d,
+                       double eps) const override {
+    ops::rmsnorm_forward(out, rstd, in, gain, rows, d, eps);
+  }
+  void rmsnorm_backward(T* din, T* dgain, const T* dout, const T* in, const T* gain,
+                        const T* rstd, int64_t rows, int64_t d) const override {
+    ops::rmsnorm_backward(din, dgain, dout, in, gain, rstd, rows, d);
+  }
+  void rope_forward(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                    int64_t row_stride, const T* cos_table, const T* sin_table) const override {
+    ops::rope_forward(x, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
+  }
+  void rope_backward(T* dx, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                     int64_t row_stride, const T* cos_table, const T* sin_table) const override {
+    ops::rope_backward(dx, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
+  }
+  void swiglu_forward(T* act, const T* gate_up, int64_t rows, int64_t F) const override {
+    ops::swiglu_forward(act, gate_up, rows, F);
+  }
+  void swiglu_backward(T* dgate_up, const T* dact, const T* gate_up, int64_t rows,
+                       int64_t F) const override {
+    ops::swiglu_backward(dgate_up, dact, gate_up, rows, F);
+  }
+  void cross_entropy_forward(T* nll, T* lse, const T* logits, const int32_t* targets,
+                             int64_t rows, int64_t V) const override {
+    ops::cross_entropy_forward(nll, lse, logits, targets, rows, V);
+  }
+  void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
+                              const T* dnll, int64_t rows, int64_t V) const override {
+    ops::cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);
+  }
+  int64_t attention_forward(T* out, T* lse, const T* qkv,
+                            const AttentionLayout& layout) const override {
+    return ops::attention_forward(out, lse, qkv, layout);
+  }
+  void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
+                          const AttentionLayout& layout) const override {
+    ops::attention_backward(dqkv, dout, qkv, out, lse, layout);
+  }
+  int64_t attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
+                           const T* ring_k, const T* ring_v,
+                           const DecodeAttentionLayout& layout) const override {
+    return ops::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+  }
+  void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
+                    const AdamWStep& step) const override {
+    ops::adamw_update(weights, grads, m, v, n, step);
+  }
+  double sum_squares(const T* x, int64_t n) const override { return ops::sum_squares(x, n); }
+};
+
+}  // namespace
+
+template <typename T>
+const Backend<T>& cpu_backend() {
+  static const CpuBackend<T> backend;
+  return backend;
+}
+
+template const Backend<float>& cpu_backend<float>();
+template const Backend<double>& cpu_backend<double>();
+
+}  // namespace sps::ops

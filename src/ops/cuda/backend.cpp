@@ -1,0 +1,130 @@
+#include "ops/cuda/backend.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/linear.h"
+#include "ops/cuda/memory.h"
+#include "util/error.h"
+
+namespace sps::ops::cuda {
+
+namespace {
+
+[[noreturn]] void no_kernel_yet(const char* op) {
+  fail("the CUDA backend has no {} kernel yet; use --device cpu", op);
+}
+
+class CudaBackend final : public Backend<float> {
+ public:
+  explicit CudaBackend(int index) : index_(index) {}
+
+  Device device() const override { return {Device::Kind::cuda, index_}; }
+  bool host_accessible() const override { return false; }
+  void* allocate(size_t bytes) const override { return device_allocate(bytes); }
+  void release(void* pointer) const override { device_free(pointer); }
+  void copy(void* to, const void* from, size_t bytes) const override {
+    copy_on_device(to, from, bytes);
+  }
+  void upload(void* to, const void* host, size_t bytes) const override {
+    copy_to_device(to, host, bytes);
+  }
+  void download(void* host, const void* from, size_t bytes) const override {
+    copy_to_host(host, from, bytes);
+  }
+  void fill(float* x, int64_t n, float value) const override { cuda::fill(x, n, value); }
+
+  void linear_forward(float* out, const float* in, const float* weight, int64_t rows,
+                      int64_t in_dim, int64_t out_dim, bool accumulate, int64_t ld_in,
+                      int64_t ld_out) const override {
+    cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, ld_in, ld_out);
+  }
+  void linear_backward(float* din, float* dweight, const float* dout, const float* in,
+                       const float* weight, int64_t rows, int64_t in_dim, int64_t out_dim,
+                       bool accumulate_din, int64_t ld_in, int64_t ld_dout) const override {
+    cuda::linear_backward(din, dweight, dout, in, weight, rows, in_dim, out_dim, accumulate_din,
+                          ld_in, ld_dout);
+  }
+  void linear_decode_forward(float* out, const float* in, const float* weight, int64_t rows,
+                             int64_t in_dim, int64_t out_dim, bool accumulate) const override {
+    cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
+  }
+  void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
+                         int64_t d) const override {
+    cuda::embedding_forward(out, tokens, table, n, d);
+  }
+  void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
+                          int64_t d) const override {
+    cuda::embedding_backward(dtable, dout, tokens, n, d);
+  }
+  void rmsnorm_forward(float* out, float* rstd, const float* in, const float* gain, int64_t rows,
+                       int64_t d, double eps) const override {
+    cuda::rmsnorm_forward(out, rstd, in, gain, rows, d, eps);
+  }
+  void rmsnorm_backward(float* din, float* dgain, const float* dout, const float* in,
+                        const float* gain, const float* rstd, int64_t rows,
+                        int64_t d) const override {
+    cuda::rmsnorm_backward(din, dgain, dout, in, gain, rstd, rows, d);
+  }
+  void rope_forward(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                    int64_t row_stride, const float* cos_table,
+                    const float* sin_table) const override {
+    cuda::rope_forward(x, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
+  }
+  void rope_backward(float* dx, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                     int64_t row_stride, const float* cos_table,
+                     const float* sin_table) const override {
+    cuda::rope_backward(dx, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
+  }
+  void swiglu_forward(float* act, const float* gate_up, int64_t rows, int64_t F) const override {
+    cuda::swiglu_forward(act, gate_up, rows, F);
+  }
+  void swiglu_backward(float* dgate_up, const float* dact, const float* gate_up, int64_t rows,
+                       int64_t F) const override {
+    cuda::swiglu_backward(dgate_up, dact, gate_up, rows, F);
+  }
+  void cross_entropy_forward(float* nll, float* lse, const float* logits, const int32_t* targets,
+                             int64_t rows, int64_t V) const override {
+    cuda::cross_entropy_forward(nll, lse, logits, targets, rows, V);
+  }
+  void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
+                              const int32_t* targets, const float* dnll, int64_t rows,
+                              int64_t V) const override {
+    cuda::cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);
+  }
+  int64_t attention_forward(float*, float*, const float*, const AttentionLayout&) const override {
+    no_kernel_yet("attention");
+  }
+  void attention_backward(float*, const float*, const float*, const float*, const float*,
+                          const AttentionLayout&) const override {
+    no_kernel_yet("attention backward");
+  }
+  int64_t attention_decode(float*, const float*, const float*, const float*, const float*,
+                           const float*, const DecodeAttentionLayout&) const override {
+    no_kernel_yet("decode attention");
+  }
+  void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
+                    const AdamWStep& step) const override {
+    cuda::adamw_update(weights, grads, m, v, n, step);
+  }
+  double sum_squares(const float* x, int64_t n) const override { return cuda::sum_squares(x, n); }
+
+ private:
+  int index_;
+};
+
+}  // namespace
+
+const Backend<float>& backend(int index) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<CudaBackend>> backends;
+  use_device(index);
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = backends[index];
+  if (!slot) slot = std::make_unique<CudaBackend>(index);
+  return *slot;
+}
+
+}  // namespace sps::ops::cuda

@@ -1,0 +1,241 @@
+// The backend boundary: the model and the optimizer hand the backend's ops nothing but
+// memory that backend allocated (a GPU backend could not read a host array), and a step
+// through it is the CPU backend's step. A checking backend wraps the CPU one and records
+// every pointer an op or a copy receives that lies outside its allocations.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/model_fixtures.h"
+#include "train/optimizer.h"
+#include "util/temp_dir.h"
+
+namespace sps {
+namespace {
+
+class CheckingBackend final : public ops::Backend<float> {
+ public:
+  mutable std::vector<std::string> strays;  // "op: argument" for each pointer outside
+  mutable int64_t calls = 0;
+
+  ops::Device device() const override { return {}; }
+  bool host_accessible() const override { return false; }  // take the staging paths too
+  void* allocate(size_t bytes) const override {
+    void* p = cpu().allocate(bytes);
+    allocations_[static_cast<const char*>(p)] = bytes;
+    return p;
+  }
+  void release(void* p) const override {
+    allocations_.erase(static_cast<const char*>(p));
+    cpu().release(p);
+  }
+  void copy(void* to, const void* from, size_t bytes) const override {
+    check("copy", {to, from});
+    cpu().copy(to, from, bytes);
+  }
+  void upload(void* to, const void* host, size_t bytes) const override {
+    check("upload", {to});
+    cpu().upload(to, host, bytes);
+  }
+  void download(void* host, const void* from, size_t bytes) const override {
+    check("download", {from});
+    cpu().download(host, from, bytes);
+  }
+  void fill(float* x, int64_t n, float value) const override {
+    check("fill", {x});
+    cpu().fill(x, n, value);
+  }
+  void linear_forward(float* out, const float* in, const float* w, int64_t rows, int64_t in_dim,
+                      int64_t out_dim, bool accumulate, int64_t ld_in,
+                      int64_t ld_out) const override {
+    check("linear_forward", {out, in, w});
+    cpu().linear_forward(out, in, w, rows, in_dim, out_dim, accumulate, ld_in, ld_out);
+  }
+  void linear_backward(float* din, float* dw, const float* dout, const float* in, const float* w,
+                       int64_t rows, int64_t in_dim, int64_t out_dim, bool accumulate_din,
+                       int64_t ld_in, int64_t ld_dout) const override {
+    check("linear_backward", {din, dw, dout, in, w});
+    cpu().linear_backward(din, dw, dout, in, w, rows, in_dim, out_dim, accumulate_din, ld_in,
+                          ld_dout);
+  }
+  void linear_decode_forward(float* out, const float* in, const float* w, int64_t rows,
+                             int64_t in_dim, int64_t out_dim, bool accumulate) const override {
+    check("linear_decode_forward", {out, in, w});
+    cpu().linear_decode_forward(out, in, w, rows, in_dim, out_dim, accumulate);
+  }
+  void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
+                         int64_t d) const override {
+    check("embedding_forward", {out, tokens, table});
+    cpu().embedding_forward(out, tokens, table, n, d);
+  }
+  void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
+                          int64_t d) const override {
+    check("embedding_backward", {dtable, dout, tokens});
+    cpu().embedding_backward(dtable, dout, tokens, n, d);
+  }
+  void rmsnorm_forward(float* out, float* rstd, const float* in, const float* gain, int64_t rows,
+                       int64_t d, double eps) const override {
+    check("rmsnorm_forward", {out, rstd, in, gain});
+    cpu().rmsnorm_forward(out, rstd, in, gain, rows, d, eps);
+  }
+  void rmsnorm_backward(float* din, float* dgain, const float* dout, const float* in,
+                        const float* gain, const float* rstd, int64_t rows,
+                        int64_t d) const override {
+    check("rmsnorm_backward", {din, dgain, dout, in, gain, rstd});
+    cpu().rmsnorm_backward(din, dgain, dout, in, gain, rstd, rows, d);
+  }
+  void rope_forward(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                    int64_t row_stride, const float* cos_table,
+                    const float* sin_table) const override {
+    check("rope_forward", {x, pos, cos_table, sin_table});
+    cpu().rope_forward(x, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
+  }
+  void rope_backward(float* dx, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                     int64_t row_stride, const float* cos_table,
+                     const float* sin_table) const override {
+    check("rope_backward", {dx, pos, cos_table, sin_table});
+    cpu().rope_backward(dx, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
+  }
+  void swiglu_forward(float* act, const float* gate_up, int64_t rows, int64_t F) const override {
+    check("swiglu_forward", {act, gate_up});
+    cpu().swiglu_forward(act, gate_up, rows, F);
+  }
+  void swiglu_backward(float* dgate_up, const float* dact, const float* gate_up, int64_t rows,
+                       int64_t F) const override {
+    check("swiglu_backward", {dgate_up, dact, gate_up});
+    cpu().swiglu_backward(dgate_up, dact, gate_up, rows, F);
+  }
+  void cross_entropy_forward(float* nll, float* lse, const float* logits, const int32_t* targets,
+                             int64_t rows, int64_t V) const override {
+    check("cross_entropy_forward", {nll, lse, logits, targets});
+    cpu().cross_entropy_forward(nll, lse, logits, targets, rows, V);
+  }
+  void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
+                              const int32_t* targets, const float* dnll, int64_t rows,
+                              int64_t V) const override {
+    check("cross_entropy_backward", {dlogits, logits, lse, targets, dnll});
+    cpu().cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);
+  }
+  int64_t attention_forward(float* out, float* lse, const float* qkv,
+                            const ops::AttentionLayout& layout) const override {
+    check("attention_forward", {out, lse, qkv, layout.doc, layout.doc_start});
+    return cpu().attention_forward(out, lse, qkv, layout);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, const ops::AttentionLayout& layout) const override {
+    check("attention_backward", {dqkv, dout, qkv, out, lse, layout.doc, layout.doc_start});
+    cpu().attention_backward(dqkv, dout, qkv, out, lse, layout);
+  }
+  int64_t attention_decode(float* out, const float* qkv, const float* pk, const float* pv,
+                           const float* rk, const float* rv,
+                           const ops::DecodeAttentionLayout& layout) const override {
+    check("attention_decode", {out, qkv, pk, pv, layout.persistent_end});
+    return cpu().attention_decode(out, qkv, pk, pv, rk, rv, layout);
+  }
+  void adamw_update(float* w, const float* g, float* m, float* v, int64_t n,
+                    const ops::AdamWStep& step) const override {
+    check("adamw_update", {w, g, m, v});
+    cpu().adamw_update(w, g, m, v, n, step);
+  }
+  double sum_squares(const float* x, int64_t n) const override {
+    check("sum_squares", {x});
+    return cpu().sum_squares(x, n);
+  }
+
+ private:
+  static const ops::Backend<float>& cpu() { return ops::cpu_backend<float>(); }
+  bool owned(const void* p) const {
+    const char* c = static_cast<const char*>(p);
+    auto it = allocations_.upper_bound(c);
+    if (it == allocations_.begin()) return false;
+    --it;
+    return c < it->first + it->second;
+  }
+  void check(const char* op, std::initializer_list<const void*> pointers) const {
+    ++calls;
+    int k = 0;
+    for (const void* p : pointers) {
+      if (p && !owned(p)) strays.push_back(std::string(op) + ": argument " + std::to_string(k));
+      ++k;
+    }
+  }
+  mutable std::map<const char*, size_t> allocations_;
+};
+
+// Two steps of training (forward, backward, clipping norm, AdamW) and a scoring forward,
+// on the checking backend and on the CPU backend, for every family, with and without
+// recomputation: the same bits, and no stray pointer.
+TEST(BackendBoundary, TrainingStepsPassOnlyTheBackendsMemoryAndMatchTheCpu) {
+  for (const std::string& family : testing::kFamilies) {
+    for (const bool recompute : {false, true}) {
+      SCOPED_TRACE(family + (recompute ? ", recomputed" : ""));
+      const ModelConfig c = testing::micro_config(family, 3);
+      const CheckingBackend checking;
+      Model<float> on_checking(c, checking), on_cpu(c);
+      testing::randomize_weights(on_checking, 5);
+      testing::randomize_weights(on_cpu, 5);
+      on_checking.set_recompute(recompute);
+      on_cpu.set_recompute(recompute);
+      AdamW adam_checking(on_checking.params(), OptimizerSettings{}, checking);
+      AdamW adam_cpu(on_cpu.params(), OptimizerSettings{});
+      const int64_t B = 2, T = c.block_size, P = on_cpu.params().total();
+      const std::vector<int32_t> x = testing::random_tokens(B, T, c, 7, {4});
+      const std::vector<int32_t> y = testing::random_tokens(B, T, c, 8);
+      for (int step = 0; step < 2; ++step) {
+        on_checking.zero_grads();
+        on_cpu.zero_grads();
+        const StepResult a = on_checking.forward_backward(x.data(), y.data(), B, T, 0.5);
+        const StepResult b = on_cpu.forward_backward(x.data(), y.data(), B, T, 0.5);
+        EXPECT_EQ(a.loss, b.loss);
+        const double norm_a = global_grad_norm(checking, on_checking.grads(), P);
+        EXPECT_EQ(norm_a, global_grad_norm(on_cpu.backend(), on_cpu.grads(), P));
+        adam_checking.update(checking, on_checking.weights(), on_checking.grads(), 1e-2, 0.9);
+        adam_cpu.update(on_cpu.backend(), on_cpu.weights(), on_cpu.grads(), 1e-2, 0.9);
+      }
+      EXPECT_EQ(std::vector<float>(on_checking.weights(), on_checking.weights() + P),
+                std::vector<float>(on_cpu.weights(), on_cpu.weights() + P));
+      std::vector<double> nll_a(B * T), nll_b(B * T), logits_a(B * T * c.vocab_size),
+          logits_b(B * T * c.vocab_size);
+      on_checking.forward(x.data(), y.data(), B, T, {nll_a.data(), logits_a.data()});
+      on_cpu.forward(x.data(), y.data(), B, T, {nll_b.data(), logits_b.data()});
+      EXPECT_EQ(nll_a, nll_b);
+      EXPECT_EQ(logits_a, logits_b);
+      EXPECT_GT(checking.calls, 0);
+      EXPECT_EQ(checking.strays, std::vector<std::string>{});
+    }
+  }
+}
+
+// The optimizer's moments cross to and from a file through host copies when the backend's
+// memory is not the host's.
+TEST(BackendBoundary, OptimizerStateRoundTripsThroughHostCopies) {
+  const ModelConfig c = testing::micro_config("sps", 2);
+  const ParamTable table(c);
+  const CheckingBackend checking;
+  const int64_t P = table.total();
+  ops::DeviceBuffer<float> w(checking), g(checking);
+  std::vector<float> host_g(P);
+  for (int64_t i = 0; i < P; ++i) host_g[i] = float(i % 5) - 2.0f;
+  const std::vector<float> host_w(P, 0.25f);
+  w.upload(host_w.data(), P);
+  g.upload(host_g.data(), P);
+  AdamW a(table, OptimizerSettings{}, checking);
+  a.update(checking, w.data(), g.data(), 1e-3, 1.0);
+  testing::TempDir dir;
+  a.save(dir.file("optimizer.safetensors"));
+  AdamW b(table, OptimizerSettings{}, checking);
+  b.load(dir.file("optimizer.safetensors"));
+  EXPECT_EQ(b.step(), 1);
+  std::vector<float> m_a(P), m_b(P);
+  checking.download(m_a.data(), a.exp_avg_sq(), P * sizeof(float));
+  checking.download(m_b.data(), b.exp_avg_sq(), P * sizeof(float));
+  EXPECT_EQ(m_a, m_b);
+  EXPECT_NE(m_a, std::vector<float>(P, 0.0f));
+  EXPECT_EQ(checking.strays, std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace sps

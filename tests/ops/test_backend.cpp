@@ -1,0 +1,52 @@
+// DeviceBuffer and the CPU backend's memory; backend_for's choice and refusals.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/backend.h"
+#include "util/user_error.h"
+
+namespace sps {
+namespace {
+
+TEST(DeviceBuffer, ResizesUploadsDownloadsAndMoves) {
+  const ops::Backend<float>& cpu = ops::cpu_backend<float>();
+  ops::DeviceBuffer<float> a(cpu);
+  EXPECT_EQ(a.data(), nullptr);
+  a.reset(5);
+  EXPECT_EQ(a.size(), 5u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % 64, 0u);
+  const std::vector<float> host = {1, 2, 3, 4, 5, 6, 7};
+  a.upload(host.data(), 7);  // grows
+  EXPECT_EQ(a.size(), 7u);
+  float* before = a.data();
+  a.reserve(3);  // already larger: kept
+  EXPECT_EQ(a.data(), before);
+  std::vector<float> back(3);
+  a.download(back.data(), 3, 4);
+  EXPECT_EQ(back, (std::vector<float>{5, 6, 7}));
+  cpu.fill(a.data() + 1, 2, -1.0f);
+  cpu.copy(a.data() + 4, a.data(), 3 * sizeof(float));
+  std::vector<float> all(7);
+  a.download(all.data(), 7);
+  EXPECT_EQ(all, (std::vector<float>{1, -1, -1, 4, 1, -1, -1}));
+  ops::DeviceBuffer<float> b(std::move(a));
+  EXPECT_EQ(b.data(), before);
+  EXPECT_EQ(a.data(), nullptr);  // NOLINT(bugprone-use-after-move): moved-from is empty
+  b.reset(0);
+  EXPECT_EQ(b.size(), 0u);
+}
+
+TEST(Backend, CpuIsTheCpuBackendAndAnUnusableGpuIsRefused) {
+  EXPECT_EQ(&ops::backend_for(ops::Device{}), &ops::cpu_backend<float>());
+  EXPECT_TRUE(ops::cpu_backend<float>().host_accessible());
+  const ops::CudaStatus status = ops::cuda_status();
+  const ops::Device absent{ops::Device::Kind::cuda, int(status.gpus.size())};
+  const std::string error = testing::error_of([&] { ops::backend_for(absent); });
+  EXPECT_NE(error.find(absent.name()), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace sps
