@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
-#include "ops/ops.h"
 #include "util/error.h"
 
 namespace sps {
 
 template <typename T>
-Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape) : model_(model), shape_(shape) {
+Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
+    : model_(model), backend_(model.backend()), shape_(shape), cache_(model.backend()) {
   const ModelConfig& c = model.config();
   const Family& family = model.family();
   SPS_ASSERT(shape.batch > 0 && shape.max_prompt_tokens > 0 && shape.max_new_tokens >= 0);
@@ -39,13 +39,18 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape) : model_(model),
   cache_.allocate(cache_shape);
 
   rope_positions_ = longest;
-  rope_cos_.assign(rope_positions_ * D_ / 2, T(0));
-  rope_sin_.assign(rope_positions_ * D_ / 2, T(0));
-  ops::rope_tables(rope_cos_.data(), rope_sin_.data(), rope_positions_, D_, c.rope_theta);
+  std::vector<T> cos_table(rope_positions_ * D_ / 2, T(0)), sin_table(cos_table.size(), T(0));
+  ops::rope_tables(cos_table.data(), sin_table.data(), rope_positions_, D_, c.rope_theta);
+  rope_cos_.upload(cos_table.data(), cos_table.size());
+  rope_sin_.upload(sin_table.data(), sin_table.size());
 
   const int64_t B = shape.batch, rows = B * shape.max_chunk_tokens * Q_;
   step_tokens_.assign(rows, 0);
   step_positions_.assign(rows, 0);
+  device_tokens_.reset(size_t(rows));
+  device_positions_.reset(size_t(rows));
+  for (auto* counts : {&device_persistent_end_, &device_ring_len_, &device_ring_next_})
+    counts->reset(size_t(B));
   h_.reset(size_t(rows * d_));
   n_.reset(size_t(rows * d_));
   rstd_.reset(size_t(rows));
@@ -56,6 +61,7 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape) : model_(model),
   nf_.reset(size_t(B * shape.max_chunk_tokens * d_));
   rstdf_.reset(size_t(B * shape.max_chunk_tokens));
   logits_.reset(size_t(B * shape.max_chunk_tokens * V_));
+  if (!backend_.host_accessible()) host_logits_.assign(logits_.size(), T(0));
   ring_next_.assign(B, 0);
   next_position_.assign(B, 0);
   last_token_.assign(B, -1);
@@ -103,11 +109,19 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
         cache_.set_lengths(b, length, ring_capacity > 0 ? P - ring_start : 0);
       }
       const T* hidden = model_.final_hidden() + ((b - b0) * S + readout_row_ * P + P - 1) * d_;
-      ops::rmsnorm_forward(nf_.data() + b * d_, rstdf_.data() + b, hidden,
-                           W + model_.params().output_norm(), 1, d_, c.norm_eps);
+      backend_.rmsnorm_forward(nf_.data() + b * d_, rstdf_.data() + b, hidden,
+                               W + model_.params().output_norm(), 1, d_, c.norm_eps);
     }
   }
-  ops::linear_decode_forward(logits_.data(), nf_.data(), W + model_.params().wte(), B, d_, V_, false);
+  backend_.linear_decode_forward(logits_.data(), nf_.data(), W + model_.params().wte(), B, d_,
+                                 V_, false);
+  publish_logits(0, B);
+}
+
+template <typename T>
+void Decoder<T>::publish_logits(int64_t first, int64_t count) {
+  if (!backend_.host_accessible())
+    logits_.download(host_logits_.data() + first * V_, size_t(count * V_), size_t(first * V_));
 }
 
 template <typename T>
@@ -118,7 +132,9 @@ void Decoder<T>::fork(int64_t row, const Decoder& source, int64_t source_row) {
   cache_.copy_sequence(row, source.cache_, source_row);
   next_position_[row] = source.next_position_[source_row];
   last_token_[row] = source.last_token_[source_row];
-  std::copy_n(source.logits_.data() + source_row * V_, V_, logits_.data() + row * V_);
+  backend_.copy(logits_.data() + row * V_, source.logits_.data() + source_row * V_,
+                sizeof(T) * V_);
+  publish_logits(row, 1);
 }
 
 template <typename T>
@@ -128,7 +144,8 @@ void Decoder<T>::move_row(int64_t row, int64_t from) {
   cache_.copy_sequence(row, cache_, from);
   next_position_[row] = next_position_[from];
   last_token_[row] = last_token_[from];
-  std::copy_n(logits_.data() + from * V_, V_, logits_.data() + row * V_);
+  backend_.copy(logits_.data() + row * V_, logits_.data() + from * V_, sizeof(T) * V_);
+  publish_logits(row, 1);
 }
 
 template <typename T>
@@ -163,25 +180,30 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   attn.persistent_window = c.persistent_key_window;
   attn.persistent_capacity = cache_.shape().persistent_capacity;
   attn.ring_capacity = ring_capacity;
-  attn.persistent_end = cache_.persistent_lengths();
-  attn.ring_len = cache_.ring_lengths();
-  attn.ring_next = ring_next_.data();
+  device_persistent_end_.upload(cache_.persistent_lengths(), B);
+  device_ring_len_.upload(cache_.ring_lengths(), B);
+  device_ring_next_.upload(ring_next_.data(), B);
+  attn.persistent_end = device_persistent_end_.data();
+  attn.ring_len = device_ring_len_.data();
+  attn.ring_next = device_ring_next_.data();
+  device_tokens_.upload(step_tokens_.data(), slots);
+  device_positions_.upload(step_positions_.data(), slots);
 
   const T* W = model_.weights();
-  const int32_t* pos = step_positions_.data();
+  const int32_t* pos = device_positions_.data();
   T *h = h_.data(), *n = n_.data(), *qkv = qkv_.data(), *att = att_.data();
   last_step_pairs_ = 0;
-  ops::embedding_forward(h, step_tokens_.data(), W + table.wte(), slots, d);
+  backend_.embedding_forward(h, device_tokens_.data(), W + table.wte(), slots, d);
   for (int64_t l = 0; l < L_; ++l) {
     const LayerParams& p = table.layer(l);
-    ops::rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, slots, d, c.norm_eps);
-    ops::linear_decode_forward(qkv, n, W + p.c_attn, slots, d, 3 * d, false);
-    ops::rope_forward(qkv, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
-    ops::rope_forward(qkv + d, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
-    last_step_pairs_ += ops::attention_decode(att, qkv, cache_.persistent_k(l),
+    backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, slots, d, c.norm_eps);
+    backend_.linear_decode_forward(qkv, n, W + p.c_attn, slots, d, 3 * d, false);
+    backend_.rope_forward(qkv, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
+    backend_.rope_forward(qkv + d, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
+    last_step_pairs_ += backend_.attention_decode(att, qkv, cache_.persistent_k(l),
                                               cache_.persistent_v(l), cache_.ring_k(l),
                                               cache_.ring_v(l), attn);
-    ops::linear_decode_forward(h, att, W + p.c_proj, slots, d, d, true);
+    backend_.linear_decode_forward(h, att, W + p.c_proj, slots, d, d, true);
     // The new rows join the cache after this layer's attention; the counts move after all
     // layers, so no layer of this call sees them as cached. Of the ring pushes only the
     // last ring_capacity survive.
@@ -195,22 +217,24 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
           cache_.write_ring(l, b, (ring_next_[b] + t) % ring_capacity, wrow + d, wrow + 2 * d);
         }
       }
-    ops::rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, slots, d, c.norm_eps);
-    ops::linear_decode_forward(gate_up_.data(), n, W + p.gate_up, slots, d, 2 * F, false);
-    ops::swiglu_forward(act_.data(), gate_up_.data(), slots, F);
-    ops::linear_decode_forward(h, act_.data(), W + p.down_proj, slots, F, d, true);
+    backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, slots, d, c.norm_eps);
+    backend_.linear_decode_forward(gate_up_.data(), n, W + p.gate_up, slots, d, 2 * F, false);
+    backend_.swiglu_forward(act_.data(), gate_up_.data(), slots, F);
+    backend_.linear_decode_forward(h, act_.data(), W + p.down_proj, slots, F, d, true);
   }
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < K; ++t) {
       cache_.advance(b);
       const int64_t i = b * K + t;
-      ops::rmsnorm_forward(nf_.data() + i * d, rstdf_.data() + i, h + (i * Q_ + readout_row_) * d,
+      backend_.rmsnorm_forward(nf_.data() + i * d, rstdf_.data() + i, h + (i * Q_ + readout_row_) * d,
                            W + table.output_norm(), 1, d, c.norm_eps);
     }
     next_position_[b] += K;
     last_token_[b] = tokens[b * K + K - 1];
   }
-  ops::linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B * K, d, V_, false);
+  backend_.linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B * K, d, V_,
+                                 false);
+  publish_logits(0, B * K);
 }
 
 template class Decoder<float>;

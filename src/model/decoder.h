@@ -1,6 +1,7 @@
 #pragma once
 // Cached generation (docs/model.md §7): prefill with the training forward, then one decode step per
-// new token over the KV cache (model/kv_cache.h), written against the ops interface.
+// new token over the KV cache (model/kv_cache.h), on the model's backend: the cache and every
+// work buffer live in its memory, and the host only builds each step's tokens and positions.
 //
 // Prefill runs Model::forward over the left-padded prompts [B, P] (in groups of
 // `prefill_rows` rows to bound activation memory), then copies each row's last document
@@ -76,8 +77,10 @@ class Decoder {
   void extend(const int32_t* tokens, int64_t K, int64_t rows = -1);
 
   // [B, K, V] ([rows, K, V] after an extend of fewer rows): the logits of the last call, K = 1
-  // after prefill, fork and step.
-  const T* logits() const { return logits_.data(); }
+  // after prefill, fork and step, on the host.
+  const T* logits() const {
+    return backend_.host_accessible() ? logits_.data() : host_logits_.data();
+  }
   const KvCache<T>& cache() const { return cache_; }
   const DecoderShape& shape() const { return shape_; }
   int64_t vocab_size() const { return V_; }
@@ -85,18 +88,29 @@ class Decoder {
   int64_t last_step_attention_pairs() const { return last_step_pairs_; }
 
  private:
+  // Makes logits() show rows [first, first + count) of logits_ (a copy from a GPU).
+  void publish_logits(int64_t first, int64_t count);
+
   Model<T>& model_;
+  const ops::Backend<T>& backend_;
   DecoderShape shape_;
   int64_t Q_ = 1, V_ = 0, d_ = 0, F_ = 0, H_ = 0, D_ = 0, L_ = 0;
   int64_t persistent_row_ = 0, window_row_ = 0, readout_row_ = 0;  // row of each in a step
   int64_t rope_positions_ = 0;
   KvCache<T> cache_;
   SlotLayout prompt_layout_;
-  std::vector<T> rope_cos_, rope_sin_;
-  std::vector<int32_t> step_tokens_, step_positions_;  // [B·K·Q]
-  Buffer<T> h_, n_, rstd_, qkv_, att_, gate_up_, act_;  // [B·K·Q, ·]
-  Buffer<T> nf_, rstdf_, logits_;                       // [B·K, ·]
+  ops::DeviceBuffer<T> rope_cos_{backend_}, rope_sin_{backend_};
+  std::vector<int32_t> step_tokens_, step_positions_;  // [B·K·Q], built on the host
+  ops::DeviceBuffer<int32_t> device_tokens_{backend_}, device_positions_{backend_};
+  ops::DeviceBuffer<T> h_{backend_}, n_{backend_}, rstd_{backend_}, qkv_{backend_},
+      att_{backend_}, gate_up_{backend_}, act_{backend_};  // [B·K·Q, ·]
+  ops::DeviceBuffer<T> nf_{backend_}, rstdf_{backend_}, logits_{backend_};  // [B·K, ·]
+  std::vector<T> host_logits_;  // logits_ on the host, where the backend's memory is not
   std::vector<int64_t> ring_next_;                           // [B] ring row of the next push
+  // The decode attention's per-row counts in the backend's memory: persistent and ring rows
+  // cached, the ring row after the newest.
+  ops::DeviceBuffer<int64_t> device_persistent_end_{backend_}, device_ring_len_{backend_},
+      device_ring_next_{backend_};
   std::vector<int64_t> next_position_;                       // [B]
   std::vector<int32_t> last_token_;                          // [B] last token consumed
   int64_t last_step_pairs_ = 0;

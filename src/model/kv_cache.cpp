@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 
 #include "util/error.h"
 
@@ -32,10 +31,10 @@ int64_t KvCache<T>::ring_slot(int64_t b) const {
 namespace {
 // Scatters a [H·D] row into row `row` of each head's [capacity, D] block.
 template <typename T>
-void scatter_row(T* blocks, int64_t b, int64_t row, int64_t capacity, int64_t H, int64_t D,
-                 const T* src) {
+void scatter_row(const ops::Memory& memory, T* blocks, int64_t b, int64_t row, int64_t capacity,
+                 int64_t H, int64_t D, const T* src) {
   for (int64_t h = 0; h < H; ++h)
-    std::memcpy(blocks + ((b * H + h) * capacity + row) * D, src + h * D, sizeof(T) * D);
+    memory.copy(blocks + ((b * H + h) * capacity + row) * D, src + h * D, sizeof(T) * D);
 }
 }  // namespace
 
@@ -43,16 +42,16 @@ template <typename T>
 void KvCache<T>::write_persistent(int64_t l, int64_t b, int64_t row, const T* k, const T* v) {
   SPS_ASSERT(0 <= row && row < shape_.persistent_capacity);
   const int64_t C = shape_.persistent_capacity, H = shape_.heads, D = shape_.head_dim;
-  scatter_row(persistent_k(l), b, row, C, H, D, k);
-  scatter_row(persistent_v(l), b, row, C, H, D, v);
+  scatter_row(data_.memory(), persistent_k(l), b, row, C, H, D, k);
+  scatter_row(data_.memory(), persistent_v(l), b, row, C, H, D, v);
 }
 
 template <typename T>
 void KvCache<T>::write_ring(int64_t l, int64_t b, int64_t row, const T* k, const T* v) {
   SPS_ASSERT(0 <= row && row < shape_.ring_capacity);
   const int64_t C = shape_.ring_capacity, H = shape_.heads, D = shape_.head_dim;
-  scatter_row(ring_k(l), b, row, C, H, D, k);
-  scatter_row(ring_v(l), b, row, C, H, D, v);
+  scatter_row(data_.memory(), ring_k(l), b, row, C, H, D, k);
+  scatter_row(data_.memory(), ring_v(l), b, row, C, H, D, v);
 }
 
 template <typename T>
@@ -89,8 +88,8 @@ void KvCache<T>::copy_sequence(int64_t b, const KvCache& source, int64_t from) {
       // n rows from source row src_row0 of the head to row dst_row0 of this head.
       const auto copy_rows = [&](T* dst, const T* src, int64_t dst_cap, int64_t src_cap,
                                  int64_t dst_row0, int64_t src_row0, int64_t n) {
-        std::memcpy(dst + (dst_head * dst_cap + dst_row0) * D, src + (src_head * src_cap + src_row0) * D,
-                    sizeof(T) * n * D);
+        data_.memory().copy(dst + (dst_head * dst_cap + dst_row0) * D,
+                            src + (src_head * src_cap + src_row0) * D, sizeof(T) * n * D);
       };
       copy_rows(persistent_k(l), source.persistent_k(l), shape_.persistent_capacity,
                 s.persistent_capacity, 0, 0, persistent);

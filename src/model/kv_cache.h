@@ -8,11 +8,12 @@
 // (sequence, head) reads contiguous memory. Lengths are per sequence and shared by all
 // layers: a step writes the new rows of every layer first (at persistent_length(b) and
 // ring_slot(b)), then `advance` counts them, so attention in a later layer of the same step
-// never sees them. Everything is allocated once by `allocate`.
+// never sees them. Everything is allocated once by `allocate`, in a backend's memory; the
+// lengths are host bookkeeping.
 #include <cstdint>
 #include <vector>
 
-#include "util/buffer.h"
+#include "ops/backend.h"
 
 namespace sps {
 
@@ -25,13 +26,18 @@ struct KvCacheShape {
 template <typename T>
 class KvCache {
  public:
-  KvCache() = default;
-  explicit KvCache(const KvCacheShape& shape) { allocate(shape); }
+  explicit KvCache(const ops::Memory& memory = ops::cpu_backend<T>()) : data_(memory) {}
+  explicit KvCache(const KvCacheShape& shape,
+                   const ops::Memory& memory = ops::cpu_backend<T>())
+      : data_(memory) {
+    allocate(shape);
+  }
 
   void allocate(const KvCacheShape& shape);
   const KvCacheShape& shape() const { return shape_; }
 
-  // [B, H, persistent_capacity, D] and [B, H, ring_capacity, D] of layer l.
+  // [B, H, persistent_capacity, D] and [B, H, ring_capacity, D] of layer l (the backend's
+  // memory).
   T* persistent_k(int64_t l) { return data_.data() + l * layer_stride_; }
   T* persistent_v(int64_t l) { return persistent_k(l) + persistent_block_; }
   T* ring_k(int64_t l) { return ring_block_ ? persistent_v(l) + persistent_block_ : nullptr; }
@@ -48,7 +54,8 @@ class KvCache {
   // The ring row the next push fills: the oldest once the ring is full.
   int64_t ring_slot(int64_t b) const;
 
-  // Copies one slot's K and V (rows of H·D, head h at [h·D, (h+1)·D)) into persistent row
+  // Copies one slot's K and V (rows of H·D in the same memory, head h at [h·D, (h+1)·D)) into
+  // persistent row
   // `row` / ring row `row` of sequence b in layer l.
   void write_persistent(int64_t l, int64_t b, int64_t row, const T* k, const T* v);
   void write_ring(int64_t l, int64_t b, int64_t row, const T* k, const T* v);
@@ -73,7 +80,7 @@ class KvCache {
 
  private:
   KvCacheShape shape_;
-  Buffer<T> data_;
+  ops::DeviceBuffer<T> data_;
   int64_t persistent_block_ = 0, ring_block_ = 0, layer_stride_ = 0;
   std::vector<int64_t> persistent_len_, ring_len_, ring_pushed_;
 };

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/decoder.h"
 #include "model/model_fixtures.h"
 #include "train/optimizer.h"
 #include "util/temp_dir.h"
@@ -132,7 +133,8 @@ class CheckingBackend final : public ops::Backend<float> {
   int64_t attention_decode(float* out, const float* qkv, const float* pk, const float* pv,
                            const float* rk, const float* rv,
                            const ops::DecodeAttentionLayout& layout) const override {
-    check("attention_decode", {out, qkv, pk, pv, layout.persistent_end});
+    check("attention_decode", {out, qkv, pk, pv, rk, rv, layout.persistent_end, layout.ring_len,
+                               layout.ring_next});
     return cpu().attention_decode(out, qkv, pk, pv, rk, rv, layout);
   }
   void adamw_update(float* w, const float* g, float* m, float* v, int64_t n,
@@ -235,6 +237,50 @@ TEST(BackendBoundary, OptimizerStateRoundTripsThroughHostCopies) {
   EXPECT_EQ(m_a, m_b);
   EXPECT_NE(m_a, std::vector<float>(P, 0.0f));
   EXPECT_EQ(checking.strays, std::vector<std::string>{});
+}
+
+// Cached generation on the checking backend: prefill (in groups of rows), steps, a
+// multi-token extend, fork and move_row give the CPU decoder's logits through host copies,
+// and every op sees only the backend's memory.
+TEST(BackendBoundary, CachedGenerationPassesOnlyTheBackendsMemoryAndMatchesTheCpu) {
+  for (const std::string& family : testing::kFamilies) {
+    SCOPED_TRACE(family);
+    const ModelConfig c = testing::micro_config(family, 2);
+    const CheckingBackend checking;
+    Model<float> on_checking(c, checking), on_cpu(c);
+    testing::randomize_weights(on_checking, 11);
+    testing::randomize_weights(on_cpu, 11);
+    DecoderShape shape;
+    shape.batch = 3;
+    shape.max_prompt_tokens = 6;
+    shape.max_new_tokens = 6;
+    shape.max_chunk_tokens = 3;
+    shape.prefill_rows = 2;
+    Decoder<float> a(on_checking, shape), b(on_cpu, shape);
+    std::vector<int32_t> prompts = testing::random_tokens(3, 6, c, 12, {2});
+    prompts[0] = prompts[1] = c.pad_token_id;  // row 0 left-padded
+    const int64_t V = c.vocab_size;
+    const auto same_logits = [&](int64_t rows) {
+      EXPECT_EQ(std::vector<float>(a.logits(), a.logits() + rows * V),
+                std::vector<float>(b.logits(), b.logits() + rows * V));
+    };
+    a.prefill(prompts.data(), 6);
+    b.prefill(prompts.data(), 6);
+    same_logits(3);
+    const std::vector<int32_t> step = {5, 7, 9}, chunk = {1, 2, 3, 4, 5, 6};
+    a.step(step.data());
+    b.step(step.data());
+    same_logits(3);
+    a.fork(2, a, 0);
+    b.fork(2, b, 0);
+    a.move_row(1, 2);
+    b.move_row(1, 2);
+    a.extend(chunk.data(), 3, 2);
+    b.extend(chunk.data(), 3, 2);
+    same_logits(2 * 3);
+    EXPECT_GT(checking.calls, 0);
+    EXPECT_EQ(checking.strays, std::vector<std::string>{});
+  }
 }
 
 }  // namespace
