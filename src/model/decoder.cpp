@@ -78,36 +78,39 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
   const T* W = model_.weights();
   const int64_t group = shape_.prefill_rows > 0 ? std::min(shape_.prefill_rows, B) : B;
   const int64_t S = Q_ * P;
+  const int64_t ring_capacity = cache_.shape().ring_capacity;
   for (int64_t b0 = 0; b0 < B; b0 += group) {
     const int64_t n = std::min(group, B - b0);
-    ForwardOptions blocks_only;
-    blocks_only.blocks_only = true;
-    model_.forward(prompts + b0 * P, nullptr, n, P, blocks_only);
+    // Each row's cache takes its last document: prompt tokens [start, P) of the persistent
+    // stream, and the last ring_capacity of them of the windowed stream. A prompt ending in
+    // EOS ends its document: the next step starts from an empty cache.
+    std::vector<int64_t> start(n), ring_start(n);
     for (int64_t b = b0; b < b0 + n; ++b) {
       const int64_t last = b * P + P - 1;
       SPS_ASSERT(prompts[last] != c.pad_token_id);
       next_position_[b] = prompt_layout_.positions[last] + 1;
       last_token_[b] = prompts[last];
-      // A prompt ending in EOS ends its document: the next step starts from an empty cache.
-      if (prompts[last] != c.eos_token_id) {
-        const int64_t start = prompt_layout_.doc_start[last];
-        const int64_t length = P - start;
-        const int64_t ring_capacity = cache_.shape().ring_capacity;
-        const int64_t ring_start = std::max(start, P - ring_capacity);
-        for (int64_t l = 0; l < L_; ++l) {
-          const T* qkv = model_.layer_qkv(l) + (b - b0) * S * 3 * d_;
-          for (int64_t i = start; i < P; ++i) {
-            const T* row = qkv + (persistent_row_ * P + i) * 3 * d_;
-            cache_.write_persistent(l, b, i - start, row + d_, row + 2 * d_);
-          }
-          if (ring_capacity > 0)
-            for (int64_t i = ring_start; i < P; ++i) {
-              const T* row = qkv + (window_row_ * P + i) * 3 * d_;
-              cache_.write_ring(l, b, i - ring_start, row + d_, row + 2 * d_);
-            }
+      start[b - b0] = prompts[last] == c.eos_token_id ? P : prompt_layout_.doc_start[last];
+      ring_start[b - b0] = std::max(start[b - b0], P - ring_capacity);
+    }
+    ForwardOptions blocks_only;
+    blocks_only.blocks_only = true;
+    blocks_only.after_layer = [&](int64_t l) {
+      for (int64_t b = b0; b < b0 + n; ++b) {
+        const T* qkv = model_.layer_qkv(l) + (b - b0) * S * 3 * d_;
+        for (int64_t i = start[b - b0]; i < P; ++i) {
+          const T* row = qkv + (persistent_row_ * P + i) * 3 * d_;
+          cache_.write_persistent(l, b, i - start[b - b0], row + d_, row + 2 * d_);
         }
-        cache_.set_lengths(b, length, ring_capacity > 0 ? P - ring_start : 0);
+        for (int64_t i = ring_start[b - b0]; ring_capacity > 0 && i < P; ++i) {
+          const T* row = qkv + (window_row_ * P + i) * 3 * d_;
+          cache_.write_ring(l, b, i - ring_start[b - b0], row + d_, row + 2 * d_);
+        }
       }
+    };
+    model_.forward(prompts + b0 * P, nullptr, n, P, blocks_only);
+    for (int64_t b = b0; b < b0 + n; ++b) {
+      cache_.set_lengths(b, P - start[b - b0], ring_capacity > 0 ? P - ring_start[b - b0] : 0);
       const T* hidden = model_.final_hidden() + ((b - b0) * S + readout_row_ * P + P - 1) * d_;
       backend_.rmsnorm_forward(nf_.data() + b * d_, rstdf_.data() + b, hidden,
                                W + model_.params().output_norm(), 1, d_, c.norm_eps);

@@ -9,14 +9,13 @@ namespace sps {
 
 namespace {
 
-// The config, once it is valid and its weights and gradients fit in memory (checked before
-// the parameter table or any buffer is built).
+// The config, once it is valid and its weights fit in memory (checked before the parameter
+// table or any buffer is built).
 template <typename T>
 const ModelConfig& fitting(const ModelConfig& c) {
   c.validate("model config");
-  require_memory(__int128(c.parameter_count()) * 2 * sizeof(T),
-                 fmt::format("model config: the weights and gradients of {} parameters",
-                             c.parameter_count()));
+  require_memory(__int128(c.parameter_count()) * sizeof(T),
+                 fmt::format("model config: the weights of {} parameters", c.parameter_count()));
   return c;
 }
 
@@ -29,9 +28,7 @@ Model<T>::Model(const ModelConfig& config, const ops::Backend<T>& backend)
       table_(config),
       backend_(backend) {
   weights_.reset(size_t(table_.total()));
-  grads_.reset(size_t(table_.total()));
   backend_.fill(weights_.data(), table_.total(), T(0));
-  zero_grads();
 }
 
 template <typename T>
@@ -46,8 +43,19 @@ void Model<T>::init_weights(uint64_t seed) {
 }
 
 template <typename T>
+T* Model<T>::grads() {
+  if (grads_.size() == 0) {
+    require_memory(__int128(table_.total()) * sizeof(T),
+                   fmt::format("model config: the gradients of {} parameters", table_.total()));
+    grads_.reset(size_t(table_.total()));
+    backend_.fill(grads_.data(), table_.total(), T(0));
+  }
+  return grads_.data();
+}
+
+template <typename T>
 void Model<T>::zero_grads() {
-  backend_.fill(grads_.data(), table_.total(), T(0));
+  backend_.fill(grads(), table_.total(), T(0));
 }
 
 namespace {
@@ -59,7 +67,7 @@ struct BlockOffsets { int64_t h_in, n1, rstd1, qkv, att, lse, h_mid, n2, rstd2, 
 // so even an absurd config is planned, and refused, without allocating).
 struct ActivationPlan {
   BlockOffsets first{};        // block 0
-  int64_t block_stride = 0;    // between blocks' buffers (recompute: 0, all share block 0's)
+  int64_t block_stride = 0;    // between blocks' buffers (0: all share block 0's)
   int64_t h_in_stride = 0;     // between blocks' inputs
   int64_t h_out, nf, rstdf, logits, lse_head, nll, dh, dn, dqkv, datt, dgate_up, dact, dnf;
   int64_t total = 0;
@@ -86,7 +94,8 @@ int64_t checked_product(int64_t a, int64_t b, const ModelConfig& c, int64_t B, i
   return out;
 }
 
-ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_, bool recompute) {
+ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_,
+                                ActivationPlanKind kind) {
   auto product = [&](int64_t a, int64_t b) { return checked_product(a, b, c, B, T_); };
   const int64_t rows = product(product(B, family_by_name(c.family).streams()), T_);
   const int64_t readout_rows = product(B, T_);
@@ -106,7 +115,21 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_, boo
                         take(product(rows, F))};
   };
   const int64_t layers_after_first = c.n_layer - 1;
-  if (recompute) {  // every block keeps its input; the rest is one block's worth, shared
+  if (kind == ActivationPlanKind::inference) {
+    // One residual buffer and one block's activations, shared by all blocks: a block reads
+    // its input only until h_mid exists, so its output may overwrite it.
+    p.first = take_block(take(product(rows, d)));
+    p.h_out = p.first.h_in;
+    p.nf = take(product(readout_rows, d));
+    p.rstdf = take(readout_rows);
+    p.logits = take(product(kLmHeadChunk, V));
+    p.lse_head = take(readout_rows);
+    p.nll = take(readout_rows);
+    p.dh = p.dn = p.dqkv = p.datt = p.dgate_up = p.dact = p.dnf = -1;  // no backward
+    return p;
+  }
+  if (kind == ActivationPlanKind::training_recomputed) {
+    // every block keeps its input; the rest is one block's worth, shared
     const int64_t h_in = take(product(rows, d));
     p.h_in_stride = p.total - h_in;
     take(product(p.h_in_stride, layers_after_first));
@@ -136,21 +159,27 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_, boo
 }  // namespace
 
 int64_t planned_activation_bytes(const ModelConfig& c, int64_t batch, int64_t tokens,
-                                 bool recompute) {
-  return checked_product(plan_activations(c, batch, tokens, recompute).total, int64_t(sizeof(float)),
+                                 ActivationPlanKind kind) {
+  return checked_product(plan_activations(c, batch, tokens, kind).total, int64_t(sizeof(float)),
                          c, batch, tokens);
 }
 
 template <typename T>
-void Model<T>::reserve(int64_t B, int64_t T_) {
-  if (B <= planned_batch_ && T_ <= planned_tokens_) return;
+void Model<T>::reserve(int64_t B, int64_t T_, bool training) {
+  // A training plan serves forwards too; an inference plan serves only forwards.
+  const bool kind_fits = !training || planned_kind_ != ActivationPlanKind::inference;
+  if (kind_fits && B <= planned_batch_ && T_ <= planned_tokens_) return;
+  const ActivationPlanKind kind =
+      training || planned_kind_ != ActivationPlanKind::inference ? training_plan()
+                                                                 : ActivationPlanKind::inference;
   B = std::max(B, planned_batch_);
   T_ = std::max(T_, planned_tokens_);
-  const ActivationPlan plan = plan_activations(config_, B, T_, recompute_);
+  const ActivationPlan plan = plan_activations(config_, B, T_, kind);
   require_memory(__int128(plan.total) * sizeof(T),
                  fmt::format("model config: the activations for a batch of {} × {} tokens", B, T_));
   acts_.reset(size_t(plan.total));
   T* base = acts_.data();
+  const auto at = [base](int64_t offset) { return offset < 0 ? nullptr : base + offset; };
   layer_acts_.resize(config_.n_layer);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     const BlockOffsets o = plan.block(l);
@@ -158,21 +187,22 @@ void Model<T>::reserve(int64_t B, int64_t T_) {
                       base + o.att,  base + o.lse, base + o.h_mid,   base + o.n2,
                       base + o.rstd2, base + o.gate_up, base + o.act};
   }
-  h_out_ = base + plan.h_out;
-  nf_ = base + plan.nf;
-  rstdf_ = base + plan.rstdf;
-  logits_ = base + plan.logits;
-  lse_head_ = base + plan.lse_head;
-  nll_ = base + plan.nll;
-  dh_ = base + plan.dh;
-  dn_ = base + plan.dn;
-  dqkv_ = base + plan.dqkv;
-  datt_ = base + plan.datt;
-  dgate_up_ = base + plan.dgate_up;
-  dact_ = base + plan.dact;
-  dnf_ = base + plan.dnf;
+  h_out_ = at(plan.h_out);
+  nf_ = at(plan.nf);
+  rstdf_ = at(plan.rstdf);
+  logits_ = at(plan.logits);
+  lse_head_ = at(plan.lse_head);
+  nll_ = at(plan.nll);
+  dh_ = at(plan.dh);
+  dn_ = at(plan.dn);
+  dqkv_ = at(plan.dqkv);
+  datt_ = at(plan.datt);
+  dgate_up_ = at(plan.dgate_up);
+  dact_ = at(plan.dact);
+  dnf_ = at(plan.dnf);
   planned_batch_ = B;
   planned_tokens_ = T_;
+  planned_kind_ = kind;
   const int64_t D = config_.head_dim();
   std::vector<T> cos_table(T_ * D / 2, T(0)), sin_table(T_ * D / 2, T(0));
   ops::rope_tables(cos_table.data(), sin_table.data(), T_, D, config_.rope_theta);
@@ -192,18 +222,13 @@ void Model<T>::set_recompute(bool on) {
 }
 
 template <typename T>
-const T* Model<T>::layer_qkv(int64_t l) const {
-  SPS_ASSERT(!recompute_);
-  return layer_acts_[l].qkv;
-}
-
-template <typename T>
 void Model<T>::release_activations() {
   acts_.reset(0);
   layer_acts_.clear();
   h_out_ = nf_ = rstdf_ = logits_ = lse_head_ = nll_ = nullptr;
   dh_ = dn_ = dqkv_ = datt_ = dgate_up_ = dact_ = dnf_ = nullptr;
   planned_batch_ = planned_tokens_ = 0;
+  planned_kind_ = ActivationPlanKind::inference;
 }
 
 template <typename T>
@@ -253,7 +278,7 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
                          bool backward, double grad_scale, const ForwardOptions& options,
                          const BackwardOptions<T>& backward_options) {
   SPS_ASSERT(T_ <= config_.block_size && B > 0 && T_ > 0);
-  reserve(B, T_);  // no-op unless the shape outgrows the plan
+  reserve(B, T_, backward);  // no-op unless the shape or the kind outgrows the plan
   batch_ = B;
   tokens_ = T_;
   build_slot_layout(layout_, x, B, T_, config_, family_);
@@ -264,9 +289,11 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
   result.kept = layout_.kept;
   backend_.embedding_forward(layer_acts_[0].h_in, slot_tokens_.data(),
                              weights_.data() + table_.wte(), rows, config_.hidden_size);
-  for (int64_t l = 0; l < config_.n_layer; ++l)
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
     result.attention_pairs +=
         layer_forward(l, l + 1 < config_.n_layer ? layer_acts_[l + 1].h_in : h_out_);
+    if (options.after_layer) options.after_layer(l);
+  }
 
   if (options.blocks_only) {
     SPS_ASSERT(!backward && !options.nll && !options.logits);
@@ -348,7 +375,7 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
     backend_.cross_entropy_backward(logits_, logits_, lse_head_ + r0, targets, dnll, n, V);
     if (backward_options.observer)
       backward_options.observer->linear(table_.wte(), nf_ + r0 * d, logits_, r0, n, d, V, true);
-    backend_.linear_backward(dnf_ + r0 * d, grads_.data() + table_.wte(), logits_, nf_ + r0 * d, E,
+    backend_.linear_backward(dnf_ + r0 * d, grads() + table_.wte(), logits_, nf_ + r0 * d, E,
                          n, d, V, false);
   }
   result.loss = layout_.kept > 0 ? result.nll_sum / double(layout_.kept) : 0.0;
@@ -361,7 +388,7 @@ void Model<T>::backward_layers(GradientObserver<T>* observer) {
   const int64_t H = config_.n_head, D = config_.head_dim();
   const int64_t readout_stream = family_.readout_stream();
   const T* W = weights_.data();
-  T* G = grads_.data();
+  T* G = grads();
   const int32_t* pos = slot_positions_.data();
 
   const ops::AttentionLayout attn = attention_layout();

@@ -4,6 +4,7 @@
 // memory, and every loop over them is one of its ops. Activations live in one buffer planned
 // for (batch, tokens) before the first step; a step does not allocate.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/config.h"
@@ -18,8 +19,16 @@ struct ForwardOptions {
   double* nll = nullptr;     // optional [B, T] per-position NLL (every position)
   double* logits = nullptr;  // optional [B, T, V] logits read at the readout slots
   bool blocks_only = false;  // stop before the output norm and LM head (no loss): for readers
-                             // of final_hidden() and layer_qkv() such as prefill
+                             // of final_hidden() such as prefill
+  // Called after block l's forward, while layer_qkv(l) holds its q | k | v (prefill copies
+  // the keys and values into its cache here).
+  std::function<void(int64_t layer)> after_layer;
 };
+
+// Which activation plan a forward runs in. Inference keeps one block's activations and one
+// residual buffer, shared by all blocks; training keeps every block's (or, recomputed, every
+// block's input) and the backward's buffers.
+enum class ActivationPlanKind { inference, training, training_recomputed };
 
 // A per-slot view of the backward, for analyses of per-position parameter gradients (docs/model.md §9
 // gradient routing). Its pointers are the backend's memory (analyses run on the CPU). Rows are slots b·S + stream·T + t (S = streams·T) from first_row on, or,
@@ -65,18 +74,21 @@ class Model {
   const Family& family() const { return family_; }
   const ParamTable& params() const { return table_; }
   const ops::Backend<T>& backend() const { return backend_; }
-  // The flat parameter and gradient buffers, in the backend's memory.
+  // The flat parameter and gradient buffers, in the backend's memory. The gradients are
+  // allocated by the first zero_grads, forward_backward or grads() (inference never does).
   T* weights() { return weights_.data(); }
   const T* weights() const { return weights_.data(); }
-  T* grads() { return grads_.data(); }
+  T* grads();
   const T* grads() const { return grads_.data(); }
 
   void init_weights(uint64_t seed);
   void zero_grads();
 
-  // Plans activation memory for up to `batch` sequences of `tokens` tokens. Called by
-  // forward when needed; call it up front to keep allocation out of the step loop.
-  void reserve(int64_t batch, int64_t tokens);
+  // Plans activation memory for up to `batch` sequences of `tokens` tokens: a training plan
+  // (which serves forwards too) or, with training false, an inference plan unless a training
+  // plan large enough is already in place. Called by forward and forward_backward when
+  // needed; call it up front to keep allocation out of the step loop.
+  void reserve(int64_t batch, int64_t tokens, bool training = true);
   int64_t activation_bytes() const { return int64_t(acts_.size() * sizeof(T)); }
   // Per-block activation recomputation: keep only each block's input from the forward and
   // recompute the block's other activations just before its backward (one extra forward of
@@ -86,11 +98,12 @@ class Model {
   // Returns the activation plan's memory; the next forward plans again.
   void release_activations();
 
-  // Read-only views of the last forward, for the prefill of cached generation
-  // (model/decoder.h): layer l's q | k | v after RoPE, [B·S, 3d] stream-major, and the
-  // residual stream after the last layer (before output_norm), [B·S, d], in the backend's
-  // memory. Needs recompute off (with it, every layer shares one qkv buffer).
-  const T* layer_qkv(int64_t l) const;
+  // Read-only views of a forward, for the prefill of cached generation (model/decoder.h):
+  // layer l's q | k | v after RoPE, [B·S, 3d] stream-major (valid in ForwardOptions::
+  // after_layer(l); plans that share one block's buffers overwrite it with the next block),
+  // and the residual stream after the last layer (before output_norm), [B·S, d], in the
+  // backend's memory.
+  const T* layer_qkv(int64_t l) const { return layer_acts_[l].qkv; }
   const T* final_hidden() const { return h_out_; }
 
   // x, y: [B, T] token ids (validated against the vocabulary by the caller).
@@ -118,6 +131,9 @@ class Model {
 
   // Uploads the step's slot layout (tokens, positions, documents, readout targets).
   void upload_layout(const int32_t* y);
+  ActivationPlanKind training_plan() const {
+    return recompute_ ? ActivationPlanKind::training_recomputed : ActivationPlanKind::training;
+  }
 
   ModelConfig config_;
   Family family_;
@@ -133,6 +149,7 @@ class Model {
       doc_start_{backend_}, readout_targets_{backend_};
   std::vector<T> host_rows_;  // the LM head's per-row values crossing to or from the host
   int64_t planned_batch_ = 0, planned_tokens_ = 0;  // the shape acts_ was planned for
+  ActivationPlanKind planned_kind_ = ActivationPlanKind::inference;
   bool recompute_ = false;
   std::vector<LayerActs> layer_acts_;
   T *h_out_ = nullptr, *nf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *lse_head_ = nullptr,
@@ -145,8 +162,8 @@ class Model {
 // Rows of the LM head computed at once (bounds the logits buffer to chunk × V).
 inline constexpr int64_t kLmHeadChunk = 256;
 
-// Bytes of the activation plan Model<float>::reserve(batch, tokens) allocates.
+// Bytes of the activation plan of this kind Model<float>::reserve(batch, tokens, …) allocates.
 int64_t planned_activation_bytes(const ModelConfig& config, int64_t batch, int64_t tokens,
-                                 bool recompute);
+                                 ActivationPlanKind kind);
 
 }  // namespace sps

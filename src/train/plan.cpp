@@ -60,7 +60,10 @@ TrainPlan make_train_plan(const TrainConfig& config, int ranks) {
   p.weight_bytes = p.parameters * int64_t(sizeof(float));
   p.grad_bytes = p.weight_bytes;
   p.optimizer_bytes = 2 * p.parameters * int64_t(sizeof(float));
-  p.activation_bytes = planned_activation_bytes(c, B, T, config.system.recompute_activations);
+  p.activation_bytes = planned_activation_bytes(
+      c, B, T,
+      config.system.recompute_activations ? ActivationPlanKind::training_recomputed
+                                          : ActivationPlanKind::training);
   return p;
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "gradcheck.h"
 #include "model/weights_io.h"
@@ -92,12 +93,50 @@ TEST_P(ModelInvariants, RecomputeIsBitIdenticalInLessMemory) {
   const int64_t per_block = rows * (3 * c.hidden_size + 3 * c.intermediate_size) * 4;
   EXPECT_GE(stored.activation_bytes() - recomputed.activation_bytes(),
             (c.n_layer - 1) * per_block);
-  EXPECT_EQ(stored.activation_bytes(), planned_activation_bytes(c, 2, c.block_size, false));
-  EXPECT_EQ(recomputed.activation_bytes(), planned_activation_bytes(c, 2, c.block_size, true));
+  EXPECT_EQ(stored.activation_bytes(), planned_activation_bytes(c, 2, c.block_size, ActivationPlanKind::training));
+  EXPECT_EQ(recomputed.activation_bytes(), planned_activation_bytes(c, 2, c.block_size,
+                                                                ActivationPlanKind::training_recomputed));
   // A second step on the recomputing model's plan: same gradients again (accumulated twice).
   stored.forward_backward(x.data(), y.data(), 2, c.block_size);
   recomputed.forward_backward(x.data(), y.data(), 2, c.block_size);
   EXPECT_EQ(std::memcmp(stored.grads(), recomputed.grads(), n * sizeof(float)), 0);
+}
+
+// A forward-only model plans for inference: one residual buffer and one block's activations
+// shared by all blocks, no gradients. Its losses, NLL and logits are the training plan's bits,
+// and a later backward moves it to a training plan with the gradients of a fresh model.
+TEST_P(ModelInvariants, InferencePlanIsBitIdenticalInLessMemory) {
+  for (const int64_t layers : {2, 3}) {
+    ModelConfig c = micro_config(GetParam(), 3);
+    c.n_layer = layers;
+    const auto x = random_tokens(2, c.block_size, c, 5, {6});
+    const auto y = random_tokens(2, c.block_size, c, 6);
+    Model<float> inference(c), training(c), fresh(c);
+    for (Model<float>* m : {&inference, &training, &fresh}) randomize_weights(*m, 9);
+    training.forward_backward(x.data(), y.data(), 2, c.block_size);
+    const int64_t n = 2 * c.block_size;
+    std::vector<double> nll_a(n), nll_b(n), logits_a(n * c.vocab_size), logits_b(n * c.vocab_size);
+    const StepResult a =
+        inference.forward(x.data(), y.data(), 2, c.block_size, {nll_a.data(), logits_a.data()});
+    const StepResult b =
+        training.forward(x.data(), y.data(), 2, c.block_size, {nll_b.data(), logits_b.data()});
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(nll_a, nll_b);
+    EXPECT_EQ(logits_a, logits_b);
+    EXPECT_EQ(std::as_const(inference).grads(), nullptr);
+    EXPECT_EQ(inference.activation_bytes(),
+              planned_activation_bytes(c, 2, c.block_size, ActivationPlanKind::inference));
+    // Saved: at least the q|k|v, gate|up and SwiGLU rows of all blocks but one.
+    const int64_t rows = 2 * family_by_name(c.family).streams() * c.block_size;
+    const int64_t per_block = rows * (3 * c.hidden_size + 3 * c.intermediate_size) * 4;
+    EXPECT_GE(training.activation_bytes() - inference.activation_bytes(),
+              (c.n_layer - 1) * per_block);
+    inference.forward_backward(x.data(), y.data(), 2, c.block_size);
+    fresh.forward_backward(x.data(), y.data(), 2, c.block_size);
+    EXPECT_EQ(inference.activation_bytes(), fresh.activation_bytes());
+    const size_t p = size_t(c.parameter_count());
+    EXPECT_EQ(std::memcmp(inference.grads(), fresh.grads(), p * sizeof(float)), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelInvariants, ::testing::ValuesIn(kFamilies),

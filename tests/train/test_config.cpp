@@ -167,7 +167,7 @@ TEST(Plan, ActivationBytesFollowRecompute) {
   c.system.recompute_activations = true;
   const int64_t recomputed = make_train_plan(c, 1).activation_bytes;
   EXPECT_EQ(stored, planned_activation_bytes(c.model, c.training.micro_batch_size,
-                                             c.model.block_size, false));
+                                             c.model.block_size, ActivationPlanKind::training));
   EXPECT_LT(recomputed * 3, stored);  // 12 layers: one block's worth instead of twelve
 }
 
