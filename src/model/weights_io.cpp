@@ -57,13 +57,14 @@ void load_weights(const std::string& path, const ParamTable& table, T* weights) 
     if (info->dtype != DType::F32 && info->dtype != DType::F64 && info->dtype != DType::BF16)
       fail("{}: tensor '{}' has dtype {}, expected F32, F64 or BF16", path, e.name,
            dtype_name(info->dtype));
-    const std::vector<double> values = file.read_as_double(e.name);
-    for (int64_t k = 0; k < e.numel; ++k) {
-      // A NaN or Inf weight would only show as NaN scores or garbage text much later.
+    T* values = weights + e.offset;
+    file.read_into(e.name, values);
+    for (int64_t k = 0; k < e.numel; ++k)
+      // A NaN or Inf weight would only show as NaN scores or garbage text much later (a
+      // finite F64 beyond float's range becomes Inf here too).
       if (!std::isfinite(values[k]))
-        fail("{}: tensor '{}' holds a non-finite value ({}) at index {}", path, e.name, values[k], k);
-      weights[e.offset + k] = T(values[k]);
-    }
+        fail("{}: tensor '{}' holds a non-finite value ({}) at index {}", path, e.name,
+             values[k], k);
   }
 }
 

@@ -303,12 +303,40 @@ double half_to_double(uint16_t h) {
   return (h & 0x8000) ? -magnitude : magnitude;
 }
 
-template <typename T>
-void convert(const uint8_t* src, size_t n, double* dst) {
+template <typename Source, typename Out>
+void convert(const uint8_t* src, size_t n, Out* dst) {
   for (size_t i = 0; i < n; ++i) {
-    T value;
-    std::memcpy(&value, src + i * sizeof(T), sizeof(T));  // the data may be unaligned
-    dst[i] = static_cast<double>(value);
+    Source value;
+    std::memcpy(&value, src + i * sizeof(Source), sizeof(Source));  // the data may be unaligned
+    dst[i] = static_cast<Out>(value);
+  }
+}
+
+// n elements of `dtype` at src into dst (through double for the 16-bit floats and the
+// integers, whose values double holds exactly).
+template <typename Out>
+void convert_elements(DType dtype, const uint8_t* src, size_t n, Out* dst) {
+  switch (dtype) {
+    case DType::F32: convert<float>(src, n, dst); break;
+    case DType::F64: convert<double>(src, n, dst); break;
+    case DType::I64: convert<int64_t>(src, n, dst); break;
+    case DType::I32: convert<int32_t>(src, n, dst); break;
+    case DType::U16: convert<uint16_t>(src, n, dst); break;
+    case DType::U8: convert<uint8_t>(src, n, dst); break;
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = static_cast<Out>(std::bit_cast<float>(static_cast<uint32_t>(h) << 16));
+      }
+      break;
+    case DType::F16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = static_cast<Out>(half_to_double(h));
+      }
+      break;
   }
 }
 
@@ -477,34 +505,34 @@ const void* SafetensorsFile::data(const TensorInfo& info) const {
   return bytes_ + header_.data_offset + info.begin;
 }
 
+template <typename Out>
+void SafetensorsFile::read_into(const std::string& name, Out* out) const {
+  const TensorInfo* info = find(name);
+  if (!info) fail("{}: no tensor named '{}'", path_, printable(name));
+  const size_t n = static_cast<size_t>(info->numel()), width = dtype_size(info->dtype);
+  const uint8_t* src = static_cast<const uint8_t*>(data(*info));
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  constexpr size_t kChunk = size_t(1) << 20;  // elements
+  for (size_t first = 0; first < n; first += kChunk) {
+    const size_t count = std::min(kChunk, n - first);
+    const uint8_t* begin = src + first * width;
+    convert_elements(info->dtype, begin, count, out + first);
+    // The pages read so far leave memory (the mapping is read-only and file-backed: a later
+    // read faults them in again), so a file costs one chunk beyond what it is copied into.
+    const uintptr_t from = uintptr_t(begin) / page * page;
+    const uintptr_t to = uintptr_t(begin + count * width) / page * page;
+    if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+  }
+}
+
+template void SafetensorsFile::read_into<float>(const std::string&, float*) const;
+template void SafetensorsFile::read_into<double>(const std::string&, double*) const;
+
 std::vector<double> SafetensorsFile::read_as_double(const std::string& name) const {
   const TensorInfo* info = find(name);
   if (!info) fail("{}: no tensor named '{}'", path_, printable(name));
-  const size_t n = static_cast<size_t>(info->numel());
-  const uint8_t* src = static_cast<const uint8_t*>(data(*info));
-  std::vector<double> out(n);
-  switch (info->dtype) {
-    case DType::F32: convert<float>(src, n, out.data()); break;
-    case DType::F64: convert<double>(src, n, out.data()); break;
-    case DType::I64: convert<int64_t>(src, n, out.data()); break;
-    case DType::I32: convert<int32_t>(src, n, out.data()); break;
-    case DType::U16: convert<uint16_t>(src, n, out.data()); break;
-    case DType::U8: convert<uint8_t>(src, n, out.data()); break;
-    case DType::BF16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        out[i] = static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(h) << 16));
-      }
-      break;
-    case DType::F16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        out[i] = half_to_double(h);
-      }
-      break;
-  }
+  std::vector<double> out(static_cast<size_t>(info->numel()));
+  read_into(name, out.data());
   return out;
 }
 

@@ -49,7 +49,10 @@ class SafetensorsFile {
   const SafetensorsHeader& header() const { return header_; }
   const TensorInfo* find(const std::string& name) const;  // null when absent
   const void* data(const TensorInfo& info) const;
-  // Copies a tensor converted to double (F32, F64, BF16, F16, I64, I32, U16, U8).
+  // Copies a tensor converted to Out (float or double) from F32, F64, BF16, F16, I64, I32, U16
+  // or U8 into out[numel], releasing the file's pages as it goes.
+  template <typename Out>
+  void read_into(const std::string& name, Out* out) const;
   std::vector<double> read_as_double(const std::string& name) const;
 
  private:
