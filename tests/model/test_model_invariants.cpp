@@ -15,6 +15,8 @@
 #include "model_fixtures.h"
 #include "util/alloc_counter.h"
 #include "util/error.h"
+#include "util/safetensors.h"
+#include "util/user_error.h"
 
 namespace sps::testing {
 namespace {
@@ -188,6 +190,29 @@ TEST(WeightsIo, RejectsNonFiniteWeights) {
                             path, double(bad)));
     }
   }
+}
+
+// An F64 weight beyond float's range would load as Inf: refused like one.
+TEST(WeightsIo, RejectsF64WeightsBeyondFloat) {
+  const ModelConfig c = micro_config("sps", 2);
+  const std::string path = ::testing::TempDir() + "/huge.safetensors";
+  Model<double> wide(c);
+  wide.init_weights(1);
+  const ParamEntry* e = wide.params().find("transformer.h.0.attn.c_attn.weight");
+  wide.weights()[e->offset + 3] = 1e300;
+  std::vector<TensorToWrite> tensors;
+  for (const auto& entry : wide.params().entries())
+    tensors.push_back({entry.name, DType::F64, entry.shape, wide.weights() + entry.offset});
+  write_safetensors(path, tensors, {{"format", "sps"}});
+  Model<float> loaded(c);
+  const std::string error =
+      testing::error_of([&] { load_weights(path, loaded.params(), loaded.weights()); });
+  EXPECT_EQ(error, fmt::format("{}: tensor 'transformer.h.0.attn.c_attn.weight' holds a "
+                               "non-finite value (inf) at index 3",
+                               path));
+  Model<double> reloaded(c);  // in double it is a number
+  load_weights(path, reloaded.params(), reloaded.weights());
+  EXPECT_EQ(reloaded.weights()[e->offset + 3], 1e300);
 }
 
 // Damaged or mismatched weight files: one clear UserError, never a crash.
