@@ -57,9 +57,11 @@ TEST(CudaBackend, BuffersRoundTripAndOpsWithoutAKernelAreRefused) {
   std::vector<float> back(5);
   b.download(back.data(), 5);
   EXPECT_EQ(back, (std::vector<float>{1, 2, 3, 9, 9}));
-  const std::string error = testing::error_of(
-      [&] { gpu.attention_forward(b.data(), b.data(), a.data(), ops::AttentionLayout{}); });
-  EXPECT_NE(error.find("no attention kernel yet"), std::string::npos) << error;
+  const std::string error = testing::error_of([&] {
+    gpu.attention_decode(b.data(), a.data(), a.data(), a.data(), nullptr, nullptr,
+                         ops::DecodeAttentionLayout{});
+  });
+  EXPECT_NE(error.find("no decode attention kernel yet"), std::string::npos) << error;
 }
 
 }  // namespace

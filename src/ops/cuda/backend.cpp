@@ -94,12 +94,13 @@ class CudaBackend final : public Backend<float> {
                               int64_t V) const override {
     cuda::cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);
   }
-  int64_t attention_forward(float*, float*, const float*, const AttentionLayout&) const override {
-    no_kernel_yet("attention");
+  int64_t attention_forward(float* out, float* lse, const float* qkv,
+                            const AttentionLayout& layout) const override {
+    return cuda::attention_forward(out, lse, qkv, layout);
   }
-  void attention_backward(float*, const float*, const float*, const float*, const float*,
-                          const AttentionLayout&) const override {
-    no_kernel_yet("attention backward");
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, const AttentionLayout& layout) const override {
+    cuda::attention_backward(dqkv, dout, qkv, out, lse, layout);
   }
   int64_t attention_decode(float*, const float*, const float*, const float*, const float*,
                            const float*, const DecodeAttentionLayout&) const override {

@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA backend behind ops::backend_for: GPU memory, the kernels of ops/cuda/kernels.h and
-// cuBLASLt's GEMMs. Ops without a kernel yet (attention, decode) are refused with a UserError;
+// cuBLASLt's GEMMs. Ops without a kernel yet (decode attention) are refused with a UserError;
 // require_device refuses the commands that need them before any work starts.
 #include "ops/backend.h"
 

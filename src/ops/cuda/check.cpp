@@ -23,4 +23,9 @@ void fail_allocation(size_t bytes, int error) {
        cudaGetErrorString(cudaError_t(error)));
 }
 
+void fail_head_dim(int64_t head_dim, int64_t limit) {
+  fail("model config: head_dim {} is larger than the CUDA attention kernels support ({})",
+       head_dim, limit);
+}
+
 }  // namespace sps::ops::cuda

@@ -2,6 +2,7 @@
 // CUDA errors as UserErrors. The messages are formatted in check.cpp, so that .cu files need
 // no formatting library and no C++20.
 #include <cstddef>
+#include <cstdint>
 
 namespace sps::ops::cuda {
 
@@ -10,5 +11,8 @@ void check(int error, const char* what);
 
 // Throws a UserError: `bytes` did not fit on the current device; says how much is free.
 [[noreturn]] void fail_allocation(size_t bytes, int error);
+
+// Throws a UserError: a kernel supports heads of at most `limit` elements.
+[[noreturn]] void fail_head_dim(int64_t head_dim, int64_t limit);
 
 }  // namespace sps::ops::cuda

@@ -34,6 +34,12 @@ void cross_entropy_forward(float* nll, float* lse, const float* logits, const in
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                             const int32_t* targets, const float* dnll, int64_t rows, int64_t V);
 
+// The reference attention kernels (ops/cuda/attention.cu): one warp per slot, exactly the
+// visible pairs; the layout's doc array is device memory. Returns the visible pairs.
+int64_t attention_forward(float* out, float* lse, const float* qkv, const AttentionLayout& layout);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, const AttentionLayout& layout);
+
 void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
                   const AdamWStep& step);
 // Σ x[i]² in double: per-block sums in a fixed tree order, added on the host in block order.

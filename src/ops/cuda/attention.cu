@@ -1,0 +1,235 @@
+// Family-masked attention on the GPU, fp32: the reference kernels the tiled tensor-core
+// kernels of docs/gpu.md will be checked against. One warp per query slot (forward, and
+// the gradient of q) or per key slot (the gradients of k and v) walks exactly the slots the
+// mask of ops.h lets it see, in a fixed order, with no atomics on floats: a repeated call
+// gives the same bits. Each lane holds head-dimension elements lane, lane + 32, …; dot
+// products are summed by a butterfly of shuffles, which leaves the same sum in every lane.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/memory.h"
+
+namespace sps::ops::cuda {
+
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = 4;
+constexpr int kMaxPerLane = 8;  // head_dim <= 256
+
+// The layout's scalars, passed by value to the kernels.
+struct Mask {
+  int64_t batch, tokens, streams, persistent_stream, window, persistent_window, heads, head_dim;
+  const int32_t* doc;  // [B, T] or null (one document)
+
+  __device__ int64_t slots() const { return streams * tokens; }
+  // How far back (in tokens) a key of stream kb may be for any query: the window for the
+  // windowed stream, ω or everything for the persistent one.
+  __device__ int64_t reach(int64_t kb) const {
+    if (kb != persistent_stream) return window;
+    return persistent_window >= 0 ? persistent_window : tokens;
+  }
+  // Query (stream a, token i) sees key (stream kb, token j) of the same sequence `seq`.
+  __device__ bool visible(int64_t seq, int64_t a, int64_t i, int64_t kb, int64_t j) const {
+    if (j > i || (j == i && kb > a)) return false;
+    if (i - j > reach(kb)) return false;
+    return doc == nullptr || doc[seq * tokens + j] == doc[seq * tokens + i];
+  }
+};
+
+Mask mask_of(const AttentionLayout& l) {
+  return {l.batch, l.tokens, l.streams, l.persistent_stream, l.window, l.persistent_window,
+          l.heads, l.head_dim, l.doc};
+}
+
+__device__ float warp_sum(float value) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+// Row r's head h vector of part `part` (0 q, 1 k, 2 v) of qkv [B·S, 3·H·D] into this lane's
+// elements.
+__device__ void load(float (&x)[kMaxPerLane], const float* base, int64_t D) {
+  for (int k = 0; k < kMaxPerLane; ++k) {
+    const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+    x[k] = e < D ? base[e] : 0.0f;
+  }
+}
+
+__device__ float dot(const float (&x)[kMaxPerLane], const float* y, int64_t D) {
+  float partial = 0;
+  for (int k = 0; k < kMaxPerLane; ++k) {
+    const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+    if (e < D) partial += x[k] * y[e];
+  }
+  return warp_sum(partial);
+}
+
+// The warp's (sequence, head, slot) from its global index, or false past the end.
+__device__ bool warp_item(const Mask& m, int64_t& seq, int64_t& h, int64_t& slot) {
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  const int64_t S = m.slots();
+  if (warp >= m.batch * m.heads * S) return false;
+  slot = warp % S;
+  h = (warp / S) % m.heads;
+  seq = warp / (S * m.heads);
+  return true;
+}
+
+__global__ void forward_kernel(float* out, float* lse, const float* qkv, Mask m, float scale,
+                               unsigned long long* pairs) {
+  int64_t seq, h, slot;
+  if (!warp_item(m, seq, h, slot)) return;
+  const int64_t S = m.slots(), T = m.tokens, D = m.head_dim, HD = m.heads * D, ld = 3 * HD;
+  const int64_t a = slot / T, i = slot % T;
+  const float* rows = qkv + seq * S * ld;
+  float q[kMaxPerLane], acc[kMaxPerLane] = {};
+  load(q, rows + slot * ld + h * D, D);
+  float running_max = -INFINITY, denominator = 0;
+  unsigned long long seen = 0;
+  for (int64_t kb = 0; kb < m.streams; ++kb)
+    for (int64_t j = i - m.reach(kb) > 0 ? i - m.reach(kb) : 0; j <= i; ++j) {
+      if (!m.visible(seq, a, i, kb, j)) continue;
+      const float* key = rows + (kb * T + j) * ld + HD + h * D;
+      const float s = dot(q, key, D) * scale;
+      const float new_max = fmaxf(running_max, s);
+      const float correction = expf(running_max - new_max), p = expf(s - new_max);
+      denominator = denominator * correction + p;
+      for (int k = 0; k < kMaxPerLane; ++k) {
+        const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+        acc[k] = acc[k] * correction + (e < D ? p * key[HD + e] : 0.0f);
+      }
+      running_max = new_max;
+      ++seen;
+    }
+  float* o = out + (seq * S + slot) * HD + h * D;
+  for (int k = 0; k < kMaxPerLane; ++k) {
+    const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+    if (e < D) o[e] = acc[k] / denominator;
+  }
+  if (threadIdx.x % kWarp == 0) {
+    lse[(seq * m.heads + h) * S + slot] = running_max + logf(denominator);
+    atomicAdd(pairs, seen);  // an integer: the total does not depend on the order
+  }
+}
+
+// dq of one query slot, and delta = Σ dout · out for the key kernel.
+__global__ void query_gradient_kernel(float* dqkv, float* delta, const float* dout,
+                                      const float* qkv, const float* out, const float* lse,
+                                      Mask m, float scale) {
+  int64_t seq, h, slot;
+  if (!warp_item(m, seq, h, slot)) return;
+  const int64_t S = m.slots(), T = m.tokens, D = m.head_dim, HD = m.heads * D, ld = 3 * HD;
+  const int64_t a = slot / T, i = slot % T;
+  const float* rows = qkv + seq * S * ld;
+  float q[kMaxPerLane], g[kMaxPerLane], dq[kMaxPerLane] = {};
+  load(q, rows + slot * ld + h * D, D);
+  load(g, dout + (seq * S + slot) * HD + h * D, D);
+  const float d = dot(g, out + (seq * S + slot) * HD + h * D, D);
+  const float l = lse[(seq * m.heads + h) * S + slot];
+  for (int64_t kb = 0; kb < m.streams; ++kb)
+    for (int64_t j = i - m.reach(kb) > 0 ? i - m.reach(kb) : 0; j <= i; ++j) {
+      if (!m.visible(seq, a, i, kb, j)) continue;
+      const float* key = rows + (kb * T + j) * ld + HD + h * D;
+      const float p = expf(dot(q, key, D) * scale - l);
+      const float ds = p * (dot(g, key + HD, D) - d) * scale;
+      for (int k = 0; k < kMaxPerLane; ++k) {
+        const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+        if (e < D) dq[k] += ds * key[e];
+      }
+    }
+  float* dst = dqkv + (seq * S + slot) * ld + h * D;
+  for (int k = 0; k < kMaxPerLane; ++k) {
+    const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+    if (e < D) dst[e] = dq[k];
+  }
+  if (threadIdx.x % kWarp == 0) delta[(seq * m.heads + h) * S + slot] = d;
+}
+
+// dk and dv of one key slot: the sum over the query slots that see it, in slot order.
+__global__ void key_gradient_kernel(float* dqkv, const float* delta, const float* dout,
+                                    const float* qkv, const float* lse, Mask m, float scale) {
+  int64_t seq, h, slot;
+  if (!warp_item(m, seq, h, slot)) return;
+  const int64_t S = m.slots(), T = m.tokens, D = m.head_dim, HD = m.heads * D, ld = 3 * HD;
+  const int64_t kb = slot / T, j = slot % T;
+  const float* rows = qkv + seq * S * ld;
+  float key[kMaxPerLane], value[kMaxPerLane], dk[kMaxPerLane] = {}, dv[kMaxPerLane] = {};
+  load(key, rows + slot * ld + HD + h * D, D);
+  load(value, rows + slot * ld + 2 * HD + h * D, D);
+  const int64_t last = j + m.reach(kb) < T - 1 ? j + m.reach(kb) : T - 1;
+  for (int64_t a = 0; a < m.streams; ++a)
+    for (int64_t i = j; i <= last; ++i) {
+      if (!m.visible(seq, a, i, kb, j)) continue;
+      const int64_t query = a * T + i;
+      const float* q = rows + query * ld + h * D;
+      const float* g = dout + (seq * S + query) * HD + h * D;
+      const int64_t stat = (seq * m.heads + h) * S + query;
+      const float p = expf(dot(key, q, D) * scale - lse[stat]);
+      const float ds = p * (dot(value, g, D) - delta[stat]) * scale;
+      for (int k = 0; k < kMaxPerLane; ++k) {
+        const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+        if (e < D) {
+          dk[k] += ds * q[e];
+          dv[k] += p * g[e];
+        }
+      }
+    }
+  float* dst = dqkv + (seq * S + slot) * ld + h * D;
+  for (int k = 0; k < kMaxPerLane; ++k) {
+    const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+    if (e < D) {
+      dst[HD + e] = dk[k];
+      dst[2 * HD + e] = dv[k];
+    }
+  }
+}
+
+unsigned warp_blocks(const AttentionLayout& l) {
+  const int64_t warps = l.batch * l.heads * l.streams * l.tokens;
+  return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+void check_head_dim(const AttentionLayout& l) {
+  if (l.head_dim > kWarp * kMaxPerLane) fail_head_dim(l.head_dim, kWarp * kMaxPerLane);
+}
+
+}  // namespace
+
+int64_t attention_forward(float* out, float* lse, const float* qkv,
+                          const AttentionLayout& layout) {
+  if (layout.batch * layout.tokens == 0) return 0;
+  check_head_dim(layout);
+  unsigned long long* pairs = static_cast<unsigned long long*>(device_allocate(sizeof(*pairs)));
+  check(cudaMemset(pairs, 0, sizeof(*pairs)), "attention pair count");
+  forward_kernel<<<warp_blocks(layout), kWarp * kWarpsPerBlock>>>(
+      out, lse, qkv, mask_of(layout), 1.0f / sqrtf(float(layout.head_dim)), pairs);
+  check(cudaGetLastError(), "attention forward launch");
+  unsigned long long count = 0;
+  copy_to_host(&count, pairs, sizeof(count));
+  device_free(pairs);
+  return int64_t(count);
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, const AttentionLayout& layout) {
+  if (layout.batch * layout.tokens == 0) return;
+  check_head_dim(layout);
+  const int64_t stats = layout.batch * layout.heads * layout.streams * layout.tokens;
+  float* delta = static_cast<float*>(device_allocate(size_t(stats) * sizeof(float)));
+  const Mask m = mask_of(layout);
+  const float scale = 1.0f / sqrtf(float(layout.head_dim));
+  query_gradient_kernel<<<warp_blocks(layout), kWarp * kWarpsPerBlock>>>(dqkv, delta, dout, qkv,
+                                                                         out, lse, m, scale);
+  check(cudaGetLastError(), "attention query gradient launch");
+  key_gradient_kernel<<<warp_blocks(layout), kWarp * kWarpsPerBlock>>>(dqkv, delta, dout, qkv,
+                                                                       lse, m, scale);
+  check(cudaGetLastError(), "attention key gradient launch");
+  device_free(delta);  // cudaFree waits for the kernels
+}
+
+}  // namespace sps::ops::cuda
