@@ -6,7 +6,9 @@
 // host arrays cross with upload and download.
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ops/device.h"
 #include "ops/ops.h"
@@ -79,6 +81,24 @@ class DeviceBuffer {
   E* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Runs use(host) on n elements at `data` in `memory` as host memory: the array itself when
+// the host can reach it, else a host copy, downloaded first unless `access` is write and
+// uploaded afterwards unless it is read (a const array is only read). For file and MPI I/O
+// of device tensors.
+enum class HostAccess { read, write, read_write };
+template <typename E, typename Use>
+void on_host(const Memory& memory, E* data, size_t n, HostAccess access, Use&& use) {
+  if (memory.host_accessible()) {
+    use(data);
+    return;
+  }
+  std::vector<std::remove_const_t<E>> host(n);
+  if (access != HostAccess::write) memory.download(host.data(), data, n * sizeof(E));
+  use(static_cast<E*>(host.data()));
+  if constexpr (!std::is_const_v<E>)
+    if (access != HostAccess::read) memory.upload(data, host.data(), n * sizeof(E));
+}
 
 // The ops of ops.h on one device, for element type T (the CUDA backend has float only).
 // Each has the contract, shapes and accumulation rules of its namesake in ops.h.

@@ -76,24 +76,18 @@ void AdamW::update(const ops::Backend<T>& backend, T* weights, const T* grads, d
 }
 
 void AdamW::save(const std::string& path) const {
-  // The moments themselves on the CPU; copies from a GPU.
-  std::vector<float> host_m, host_v;
-  const float* m = m_.data();
-  const float* v = v_.data();
-  if (!m_.memory().host_accessible()) {
-    host_m.resize(m_.size());
-    host_v.resize(v_.size());
-    m_.download(host_m.data(), m_.size());
-    v_.download(host_v.data(), v_.size());
-    m = host_m.data();
-    v = host_v.data();
-  }
-  std::vector<TensorToWrite> tensors;
-  for (const auto& e : table_.entries()) {
-    tensors.push_back({e.name + ".exp_avg", DType::F32, e.shape, m + e.offset});
-    tensors.push_back({e.name + ".exp_avg_sq", DType::F32, e.shape, v + e.offset});
-  }
-  write_safetensors(path, tensors, {{"format", "sps-adamw"}, {"step", std::to_string(step_)}});
+  const size_t n = size_t(table_.total());
+  ops::on_host(m_.memory(), m_.data(), n, ops::HostAccess::read, [&](const float* host_m) {
+    ops::on_host(v_.memory(), v_.data(), n, ops::HostAccess::read, [&](const float* host_v) {
+      std::vector<TensorToWrite> tensors;
+      for (const auto& e : table_.entries()) {
+        tensors.push_back({e.name + ".exp_avg", DType::F32, e.shape, host_m + e.offset});
+        tensors.push_back({e.name + ".exp_avg_sq", DType::F32, e.shape, host_v + e.offset});
+      }
+      write_safetensors(path, tensors,
+                        {{"format", "sps-adamw"}, {"step", std::to_string(step_)}});
+    });
+  });
 }
 
 void AdamW::load(const std::string& path) {

@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 
 #include "data/sampler.h"
 #include "data/token_file.h"
+#include "ops/backend.h"
 #include "train/checkpoint.h"
 #include "train/plan.h"
 #include "util/atomic_file.h"
@@ -153,7 +155,8 @@ StepOutcome train_step(Model<T>& model, AdamW& optimizer, Collective& collective
     stats[2] += double(r.kept);
   }
   if (collective.size() > 1) {
-    collective.allreduce_sum(model.grads(), P);
+    ops::on_host(model.backend(), model.grads(), size_t(P), ops::HostAccess::read_write,
+                 [&](T* grads) { collective.allreduce_sum(grads, P); });
     collective.allreduce_sum(stats, 4);
   }
   StepOutcome out;
@@ -245,7 +248,12 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
                  fmt::format("{}: the run's weights, gradients, AdamW moments and activations "
                              "(per process; system.recompute_activations=true needs fewer)",
                              config.source));
-  Model<float> model(mc);
+  const ops::Device device = ops::parse_device(config.system.device, "system.device");
+  if (device.kind != ops::Device::Kind::cpu && ranks > 1)
+    fail("{}: system.device={} with {} processes: multi-GPU training (NCCL) is not built yet; "
+         "train on one GPU or on the CPU",
+         config.source, config.system.device, ranks);
+  Model<float> model(mc, ops::backend_for(device));
   model.set_recompute(config.system.recompute_activations);
   const ParamTable& table = model.params();
   const int64_t P = table.total();
@@ -272,7 +280,10 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
            "system.out_dir",
            run_dir, newest.empty() ? "" : " (" + fs::path(newest).filename().string() + ")");
     if (options.resume && !newest.empty()) {
-      state = load_checkpoint(newest, config, ranks, table, model.weights(), optimizer);
+      ops::on_host(model.backend(), model.weights(), size_t(P), ops::HostAccess::write,
+                   [&](float* weights) {
+                     state = load_checkpoint(newest, config, ranks, table, weights, optimizer);
+                   });
       resumed_from = newest;
     }
   }
@@ -283,7 +294,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
     resumed = int64_t(flag);
   }
   if (resumed) {
-    if (ranks > 1) {
+    if (ranks > 1) {  // CPU memory: multi-process training runs on the CPU
       collective.broadcast(model.weights(), P * int64_t(sizeof(float)), 0);
       collective.broadcast(optimizer.exp_avg(), P * int64_t(sizeof(float)), 0);
       collective.broadcast(optimizer.exp_avg_sq(), P * int64_t(sizeof(float)), 0);
@@ -371,7 +382,10 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
            state.step, name);
     state.reason = reason;
     state.metrics_bytes = metrics.bytes();
-    write_checkpoint(run_dir, name, table, model.weights(), optimizer, config, state);
+    ops::on_host(model.backend(), std::as_const(model).weights(), size_t(P),
+                 ops::HostAccess::read, [&](const float* weights) {
+                   write_checkpoint(run_dir, name, table, weights, optimizer, config, state);
+                 });
   };
   auto evaluate = [&]() {
     const double t0 = now_seconds();
