@@ -2,7 +2,6 @@
 // against the CPU backend.
 #include "ops/cuda/linear.h"
 
-#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <map>
@@ -10,6 +9,7 @@
 #include <type_traits>
 
 #include "ops/cuda/check.h"
+#include "ops/cuda/cublaslt_library.h"
 #include "ops/cuda/memory.h"
 #include "ops/linear_gemms.h"
 #include "util/error.h"
@@ -20,7 +20,7 @@ namespace {
 
 void check_blas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    fail("cuBLASLt {}: {}", what, cublasLtGetStatusString(status));
+    fail("cuBLASLt {}: {}", what, cublaslt().status_string(status));
 }
 
 // One handle and workspace per process (one process drives one GPU).
@@ -33,7 +33,7 @@ struct Blas {
 Blas& blas() {
   static Blas b = [] {
     Blas made;
-    check_blas(cublasLtCreate(&made.handle), "create");
+    check_blas(cublaslt().create(&made.handle), "create");
     made.workspace = device_allocate(made.workspace_bytes);
     return made;
   }();
@@ -44,10 +44,10 @@ Blas& blas() {
 struct Layout {
   cublasLtMatrixLayout_t layout = nullptr;
   Layout(int64_t rows, int64_t cols, int64_t ld) {
-    check_blas(cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, uint64_t(rows), uint64_t(cols), ld),
+    check_blas(cublaslt().layout_create(&layout, CUDA_R_32F, uint64_t(rows), uint64_t(cols), ld),
                "matrix layout");
   }
-  ~Layout() { cublasLtMatrixLayoutDestroy(layout); }
+  ~Layout() { cublaslt().layout_destroy(layout); }
 };
 
 void run(const ColumnMajorGemm& g, const std::map<GemmOperand, const float*>& inputs,
@@ -63,18 +63,18 @@ void run(const ColumnMajorGemm& g, const std::map<GemmOperand, const float*>& in
   const Layout cd(g.m, g.n, g.ldc);
   // Created after the layouts and destroyed whatever happens next.
   cublasLtMatmulDesc_t op = nullptr;
-  check_blas(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+  check_blas(cublaslt().matmul_desc_create(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
   const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>,
                         decltype(&cublasLtMatmulDescDestroy)>
-      op_owner(op, cublasLtMatmulDescDestroy);
+      op_owner(op, cublaslt().matmul_desc_destroy);
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  cublaslt().matmul_desc_set_attribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  cublaslt().matmul_desc_set_attribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   const float alpha = 1, beta = g.accumulate ? 1 : 0;
   Blas& context = blas();
   // No algorithm given: cuBLASLt picks one by its own heuristic for this shape.
-  const cublasStatus_t status = cublasLtMatmul(
+  const cublasStatus_t status = cublaslt().matmul(
       context.handle, op, &alpha, inputs.at(g.a), a.layout, inputs.at(g.b), b.layout, &beta, c,
       cd.layout, c, cd.layout, nullptr, context.workspace, context.workspace_bytes, nullptr);
   check_blas(status, "matmul");
