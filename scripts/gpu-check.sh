@@ -7,9 +7,9 @@
 # Without --bundle it builds build/gpu with -DSPS_CUDA=ON (the dependencies of
 # scripts/install-deps.sh must be installed). A bundle made by scripts/gpu-bundle.sh carries
 # the binaries and their libraries instead, for a GPU machine without them.
-# Stages, in order: gpu, build, version, sass, kernels, sanitizer, train, device-errors. What
-# the CUDA backend does not have yet (decoding, the fast kernels, multi-GPU, benchmarks) is
-# listed in the report as "not built", so that it says what was not checked. Exit status 0 when every stage run passed, 1 otherwise, 2 on bad arguments.
+# Stages, in order: gpu, build, version, sass, kernels, sanitizer, train, eval,
+# device-errors. What the CUDA backend does not have yet (the fast kernels, multi-GPU,
+# benchmarks) is listed in the report as "not built", so that it says what was not checked. Exit status 0 when every stage run passed, 1 otherwise, 2 on bad arguments.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -127,6 +127,23 @@ sys.exit(0 if worst < 1e-3 else 1)
 PY
 }
 
+# sps eval on the GPU follows the CPU: the train stage's checkpoint scored on its
+# validation file on each device, the NLL within 1e-5 (relative).
+stage_eval() {
+  local dir=$logs/train device
+  [ -d "$dir/cpu/checkpoints" ] || { echo "no checkpoint: the train stage did not run"; return 1; }
+  for device in cpu cuda:0; do
+    "$bin/sps" eval --checkpoint "$dir/cpu" --tasks "val:$dir/data/val.bin" --device $device \
+      --quiet --out "$dir/eval-$device.json" >/dev/null || return 1
+  done
+  python3 - "$dir/eval-cpu.json" "$dir/eval-cuda:0.json" <<'PY'
+import json, sys
+cpu, gpu = (json.load(open(p))["val"]["nll"] for p in sys.argv[1:])
+print(f"val NLL cpu {cpu:.8f} cuda {gpu:.8f}, relative difference {abs(cpu - gpu) / cpu:.2e}")
+sys.exit(0 if abs(cpu - gpu) <= 1e-5 * cpu else 1)
+PY
+}
+
 # With a GPU present, a command still refuses what the backend cannot do, in one line.
 stage_device_errors() {
   local err rc=0
@@ -134,7 +151,7 @@ stage_device_errors() {
   echo "$err"
   [ $rc -eq 2 ] && [[ $err == "sps: --device: cuda:64 asked for, but this machine has "* ]] || return 1
   rc=0
-  err=$("$bin/sps" generate --checkpoint nowhere --prompt hi --device cuda:0 2>&1) || rc=$?
+  err=$("$bin/sps" bench attention --device cuda:0 2>&1) || rc=$?
   echo "$err"
   [ $rc -eq 2 ] && [[ $err == *"the CUDA backend does not run"* ]]
 }
@@ -147,10 +164,11 @@ if [ $failed = 0 ]; then
   run_stage kernels stage_kernels
   run_stage sanitizer stage_sanitizer
   run_stage train stage_train
+  run_stage eval stage_eval
   run_stage device-errors stage_device_errors
 fi
 
-not_built='["decode attention and cached decode on the GPU", "bf16 GEMMs and the tiled attention kernels", "multi-GPU NCCL", "benchmarks"]'
+not_built='["bf16 GEMMs and the tiled attention kernels", "sps generate on the GPU end to end (its decoder is in the kernels stage)", "serve and analyze on the GPU", "multi-GPU NCCL", "benchmarks"]'
 {
   printf '{"date": "%s", "revision": "%s", "host": "%s",\n "not_built": %s,\n "stages": [\n' \
     "$(date -u +%FT%TZ)" "$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \

@@ -18,8 +18,9 @@ void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
 
 // --device cpu|cuda[:N] on `command` (named `name` in messages), checked when the command
-// line has been read. Commands with a recipe take system.device instead (sps train).
-void add_device_option(CLI::App* command, const std::string& name);
+// line has been read; returns where the chosen device's name is read after parsing.
+// Commands with a recipe take system.device instead (sps train).
+const std::string& add_device_option(CLI::App* command, const std::string& name);
 
 // Version, git revision, build type, CPU target, BLAS and CUDA: what `sps --version` prints.
 std::string version_text();

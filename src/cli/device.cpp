@@ -4,7 +4,7 @@
 
 namespace sps::cli {
 
-void add_device_option(CLI::App* command, const std::string& name) {
+const std::string& add_device_option(CLI::App* command, const std::string& name) {
   auto* device = new std::string("cpu");  // lives as long as the process, like the App
   command->add_option("--device", *device, "cpu (default) or cuda[:N], the GPU to run on")
       ->capture_default_str();
@@ -13,6 +13,7 @@ void add_device_option(CLI::App* command, const std::string& name) {
   command->parse_complete_callback([device, name] {
     ops::require_device(ops::parse_device(*device, "--device"), "--device", name);
   });
+  return *device;
 }
 
 }  // namespace sps::cli

@@ -46,6 +46,7 @@ struct EvalArgs {
   int64_t val_tokens = -1;
   int64_t corpus_bytes = 0;
   bool quiet = false;
+  const std::string* device = nullptr;  // --device, read after parsing
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -218,7 +219,8 @@ void run_eval(const EvalArgs& a) {
     if (!task_files.count(t)) fail("task {} needs its file: --task-file {}=PATH", t, t);
   }
 
-  const LoadedModel m = load_model(a.checkpoint, a.weights, a.config);
+  const LoadedModel m =
+      load_model(a.checkpoint, a.weights, a.config, ops::parse_device(*a.device, "--device"));
   Model<float>& model = *m.model;
   const auto recipe = recipe_of(m);
   std::unique_ptr<BpeTokenizer> tokenizer;
@@ -362,7 +364,7 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--quiet", a->quiet, "no progress bars");
-  add_device_option(cmd, "sps eval");
+  a->device = &add_device_option(cmd, "sps eval");
   cmd->callback([a] { run_eval(*a); });
 }
 

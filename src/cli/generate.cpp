@@ -37,6 +37,7 @@ struct GenerateArgs {
   int threads = 0;
   bool ignore_eos = false, stats = false;
   GenerationOptions generation;
+  const std::string* device = nullptr;  // --device, read after parsing
 };
 
 void write_stdout(std::string_view bytes) {
@@ -182,7 +183,8 @@ void run_generate(GenerateArgs& a) {
     fail("give --prompt TEXT, --prompt-file FILE (- for standard input) or --batch-file FILE "
          "(the interactive mode needs a terminal on standard input)");
 
-  const LoadedModel loaded = load_model(a.checkpoint, a.weights, a.config);
+  const LoadedModel loaded =
+      load_model(a.checkpoint, a.weights, a.config, ops::parse_device(*a.device, "--device"));
   const BpeTokenizer tokenizer = load_tokenizer(a.tokenizer, loaded);
   const ModelConfig& c = loaded.model->config();
   GenerationOptions options = a.generation;
@@ -251,7 +253,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--threads", a.threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 4096));
   cmd->add_flag("--stats", a.stats, "print token counts, prefill time, decode rate, cache size");
-  add_device_option(cmd, "sps generate");
+  a.device = &add_device_option(cmd, "sps generate");
   cmd->callback([cmd] {
     a.prompt_given = cmd->count("--prompt") > 0;
     run_generate(a);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/weights_io.h"
+#include "ops/backend.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
 #include "util/read_file.h"
@@ -65,7 +66,7 @@ YAML::Node model_section(const YAML::Node& doc) { return doc["model"] ? doc["mod
 }  // namespace
 
 LoadedModel load_model(const std::string& checkpoint, const std::string& weights,
-                       const std::string& config_file) {
+                       const std::string& config_file, const ops::Device& device) {
   LoadedModel m;
   const ModelFiles files = resolve_model_files(checkpoint, weights, config_file);
   const std::string& weights_path = m.weights_path = files.weights_path;
@@ -99,8 +100,10 @@ LoadedModel load_model(const std::string& checkpoint, const std::string& weights
                      (long long)config.window_size);
     }
   }
-  m.model = std::make_unique<Model<float>>(config);
-  load_weights(weights_path, m.model->params(), m.model->weights());
+  m.model = std::make_unique<Model<float>>(config, ops::backend_for(device));
+  ops::on_host(m.model->backend(), m.model->weights(), size_t(m.model->params().total()),
+               ops::HostAccess::write,
+               [&](float* w) { load_weights(weights_path, m.model->params(), w); });
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "ops/device.h"
 #include "tokenizer/bpe.h"
 
 namespace sps::cli {
@@ -19,15 +20,15 @@ struct ModelFiles {
 ModelFiles resolve_model_files(const std::string& checkpoint, const std::string& weights,
                                const std::string& config);
 
-// A model loaded from --checkpoint or --weights + --config; the family and special ids the
-// weights were saved with must agree with the config (UserError otherwise).
+// A model loaded from --checkpoint or --weights + --config onto `device`; the family and
+// special ids the weights were saved with must agree with the config (UserError otherwise).
 struct LoadedModel {
   std::unique_ptr<Model<float>> model;
   std::string config_path, weights_path;
   YAML::Node config_doc;  // the whole config file, for the tokenizer it names
 };
 LoadedModel load_model(const std::string& checkpoint, const std::string& weights,
-                       const std::string& config);
+                       const std::string& config, const ops::Device& device = {});
 
 // --tokenizer SPEC, or (empty) the one the config records; it must match the model's
 // vocabulary and special ids (UserError otherwise).

@@ -68,7 +68,8 @@ void require_usable_device(const Device& device, const std::string& what) {
 void require_device(const Device& device, const std::string& what, const std::string& command) {
   if (device.kind == Device::Kind::cpu) return;
   require_usable_device(device, what);
-  if (command == "sps train") return;  // the commands the CUDA backend runs
+  // The commands the CUDA backend runs.
+  if (command == "sps train" || command == "sps generate" || command == "sps eval") return;
   fail("{}: the CUDA backend does not run `{}` yet (docs/gpu.md says what runs on a GPU); "
        "use --device cpu",
        what, command);

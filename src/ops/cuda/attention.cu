@@ -1,4 +1,4 @@
-// Family-masked attention on the GPU, fp32: the reference kernels the tiled tensor-core
+// Family-masked attention and decode attention on the GPU, fp32: the reference kernels the tiled tensor-core
 // kernels of docs/gpu.md will be checked against. One warp per query slot (forward, and
 // the gradient of q) or per key slot (the gradients of k and v) walks exactly the slots the
 // mask of ops.h lets it see, in a fixed order, with no atomics on floats: a repeated call
@@ -80,6 +80,30 @@ __device__ bool warp_item(const Mask& m, int64_t& seq, int64_t& h, int64_t& slot
   return true;
 }
 
+// The running softmax of one query row over the keys it has absorbed so far.
+struct OnlineSoftmax {
+  float running_max = -INFINITY, denominator = 0;
+  float acc[kMaxPerLane] = {};
+
+  // Folds in a key with scaled score s and its value row.
+  __device__ void absorb(float s, const float* value, int64_t D) {
+    const float new_max = fmaxf(running_max, s);
+    const float correction = expf(running_max - new_max), p = expf(s - new_max);
+    denominator = denominator * correction + p;
+    for (int k = 0; k < kMaxPerLane; ++k) {
+      const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+      acc[k] = acc[k] * correction + (e < D ? p * value[e] : 0.0f);
+    }
+    running_max = new_max;
+  }
+  __device__ void write(float* out, int64_t D) const {
+    for (int k = 0; k < kMaxPerLane; ++k) {
+      const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
+      if (e < D) out[e] = acc[k] / denominator;
+    }
+  }
+};
+
 __global__ void forward_kernel(float* out, float* lse, const float* qkv, Mask m, float scale,
                                unsigned long long* pairs) {
   int64_t seq, h, slot;
@@ -87,32 +111,20 @@ __global__ void forward_kernel(float* out, float* lse, const float* qkv, Mask m,
   const int64_t S = m.slots(), T = m.tokens, D = m.head_dim, HD = m.heads * D, ld = 3 * HD;
   const int64_t a = slot / T, i = slot % T;
   const float* rows = qkv + seq * S * ld;
-  float q[kMaxPerLane], acc[kMaxPerLane] = {};
+  float q[kMaxPerLane];
   load(q, rows + slot * ld + h * D, D);
-  float running_max = -INFINITY, denominator = 0;
+  OnlineSoftmax softmax;
   unsigned long long seen = 0;
   for (int64_t kb = 0; kb < m.streams; ++kb)
     for (int64_t j = i - m.reach(kb) > 0 ? i - m.reach(kb) : 0; j <= i; ++j) {
       if (!m.visible(seq, a, i, kb, j)) continue;
       const float* key = rows + (kb * T + j) * ld + HD + h * D;
-      const float s = dot(q, key, D) * scale;
-      const float new_max = fmaxf(running_max, s);
-      const float correction = expf(running_max - new_max), p = expf(s - new_max);
-      denominator = denominator * correction + p;
-      for (int k = 0; k < kMaxPerLane; ++k) {
-        const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
-        acc[k] = acc[k] * correction + (e < D ? p * key[HD + e] : 0.0f);
-      }
-      running_max = new_max;
+      softmax.absorb(dot(q, key, D) * scale, key + HD, D);
       ++seen;
     }
-  float* o = out + (seq * S + slot) * HD + h * D;
-  for (int k = 0; k < kMaxPerLane; ++k) {
-    const int64_t e = threadIdx.x % kWarp + int64_t(k) * kWarp;
-    if (e < D) o[e] = acc[k] / denominator;
-  }
+  softmax.write(out + (seq * S + slot) * HD + h * D, D);
   if (threadIdx.x % kWarp == 0) {
-    lse[(seq * m.heads + h) * S + slot] = running_max + logf(denominator);
+    lse[(seq * m.heads + h) * S + slot] = softmax.running_max + logf(softmax.denominator);
     atomicAdd(pairs, seen);  // an integer: the total does not depend on the order
   }
 }
@@ -189,6 +201,64 @@ __global__ void key_gradient_kernel(float* dqkv, const float* delta, const float
   }
 }
 
+// Decode (ops.h, attention_decode): one warp per query row of a chunk token, over the row's
+// visible persistent cache rows, ring rows (newest first), earlier chunk tokens' keys and its
+// own token's rows 0..r.
+__global__ void decode_kernel(float* out, const float* qkv, const float* persistent_k,
+                              const float* persistent_v, const float* ring_k,
+                              const float* ring_v, DecodeAttentionLayout l, float scale,
+                              unsigned long long* pairs) {
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (warp >= l.batch * l.heads * l.tokens * l.queries) return;
+  const int64_t r = warp % l.queries, t = (warp / l.queries) % l.tokens;
+  const int64_t h = (warp / (l.queries * l.tokens)) % l.heads;
+  const int64_t b = warp / (l.queries * l.tokens * l.heads);
+  const int64_t D = l.head_dim, HD = l.heads * D, ld = 3 * HD;
+  const int64_t token_row = (b * l.tokens + t) * l.queries;  // row 0 of this token
+  float q[kMaxPerLane];
+  load(q, qkv + (token_row + r) * ld + h * D, D);
+  OnlineSoftmax softmax;
+  unsigned long long seen = 0;
+  const auto absorb = [&](const float* key, const float* value) {
+    softmax.absorb(dot(q, key, D) * scale, value, D);
+    ++seen;
+  };
+  // Cached persistent rows, within ω of this token.
+  const int64_t end = l.persistent_end[b];
+  int64_t first = 0;
+  if (l.persistent_window >= 0 && end + t - l.persistent_window > 0)
+    first = end + t - l.persistent_window;
+  const int64_t head_rows = (b * l.heads + h) * l.persistent_capacity;
+  for (int64_t p = first; p < end; ++p)
+    absorb(persistent_k + (head_rows + p) * D, persistent_v + (head_rows + p) * D);
+  // Ring rows, newest first, within w of this token.
+  if (l.ring_capacity > 0 && l.ring_len != nullptr) {
+    const int64_t next = l.ring_next ? l.ring_next[b] : l.ring_len[b];
+    const int64_t reach = l.window - t < l.ring_len[b] ? l.window - t : l.ring_len[b];
+    const int64_t ring_rows = (b * l.heads + h) * l.ring_capacity;
+    for (int64_t k = 0; k < reach; ++k) {
+      const int64_t row = ((next - 1 - k) % l.ring_capacity + l.ring_capacity) % l.ring_capacity;
+      absorb(ring_k + (ring_rows + row) * D, ring_v + (ring_rows + row) * D);
+    }
+  }
+  // Earlier tokens of the chunk: the persistent row within ω, the other row within w.
+  for (int64_t u = 0; u < t; ++u)
+    for (int64_t a = 0; a < l.queries; ++a) {
+      const bool persistent = l.queries == 1 || a == l.persistent_stream;
+      const int64_t limit = persistent ? l.persistent_window : l.window;
+      if ((!persistent || limit >= 0) && t - u > limit) continue;
+      const float* key = qkv + ((b * l.tokens + u) * l.queries + a) * ld + HD + h * D;
+      absorb(key, key + HD);
+    }
+  // This token's rows 0..r (the input slot before the predict slot).
+  for (int64_t a = 0; a <= r; ++a) {
+    const float* key = qkv + (token_row + a) * ld + HD + h * D;
+    absorb(key, key + HD);
+  }
+  softmax.write(out + (token_row + r) * HD + h * D, D);
+  if (threadIdx.x % kWarp == 0) atomicAdd(pairs, seen);
+}
+
 unsigned warp_blocks(const AttentionLayout& l) {
   const int64_t warps = l.batch * l.heads * l.streams * l.tokens;
   return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
@@ -209,6 +279,24 @@ int64_t attention_forward(float* out, float* lse, const float* qkv,
   forward_kernel<<<warp_blocks(layout), kWarp * kWarpsPerBlock>>>(
       out, lse, qkv, mask_of(layout), 1.0f / sqrtf(float(layout.head_dim)), pairs);
   check(cudaGetLastError(), "attention forward launch");
+  unsigned long long count = 0;
+  copy_to_host(&count, pairs, sizeof(count));
+  device_free(pairs);
+  return int64_t(count);
+}
+
+int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
+                         const float* persistent_v, const float* ring_k, const float* ring_v,
+                         const DecodeAttentionLayout& layout) {
+  const int64_t warps = layout.batch * layout.heads * layout.tokens * layout.queries;
+  if (warps == 0) return 0;
+  if (layout.head_dim > kWarp * kMaxPerLane) fail_head_dim(layout.head_dim, kWarp * kMaxPerLane);
+  unsigned long long* pairs = static_cast<unsigned long long*>(device_allocate(sizeof(*pairs)));
+  check(cudaMemset(pairs, 0, sizeof(*pairs)), "decode attention pair count");
+  decode_kernel<<<unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                  kWarp * kWarpsPerBlock>>>(out, qkv, persistent_k, persistent_v, ring_k, ring_v,
+                                            layout, 1.0f / sqrtf(float(layout.head_dim)), pairs);
+  check(cudaGetLastError(), "decode attention launch");
   unsigned long long count = 0;
   copy_to_host(&count, pairs, sizeof(count));
   device_free(pairs);

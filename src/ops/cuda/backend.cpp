@@ -7,15 +7,10 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/linear.h"
 #include "ops/cuda/memory.h"
-#include "util/error.h"
 
 namespace sps::ops::cuda {
 
 namespace {
-
-[[noreturn]] void no_kernel_yet(const char* op) {
-  fail("the CUDA backend has no {} kernel yet; use --device cpu", op);
-}
 
 class CudaBackend final : public Backend<float> {
  public:
@@ -102,9 +97,10 @@ class CudaBackend final : public Backend<float> {
                           const float* lse, const AttentionLayout& layout) const override {
     cuda::attention_backward(dqkv, dout, qkv, out, lse, layout);
   }
-  int64_t attention_decode(float*, const float*, const float*, const float*, const float*,
-                           const float*, const DecodeAttentionLayout&) const override {
-    no_kernel_yet("decode attention");
+  int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
+                           const float* persistent_v, const float* ring_k, const float* ring_v,
+                           const DecodeAttentionLayout& layout) const override {
+    return cuda::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
   }
   void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
                     const AdamWStep& step) const override {

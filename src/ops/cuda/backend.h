@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA backend behind ops::backend_for: GPU memory, the kernels of ops/cuda/kernels.h and
-// cuBLASLt's GEMMs. Ops without a kernel yet (decode attention) are refused with a UserError;
-// require_device refuses the commands that need them before any work starts.
+// cuBLASLt's GEMMs (linear_decode_forward is linear_forward: cuBLASLt picks its own kernels
+// for a few rows).
 #include "ops/backend.h"
 
 namespace sps::ops::cuda {

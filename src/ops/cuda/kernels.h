@@ -39,6 +39,10 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
 int64_t attention_forward(float* out, float* lse, const float* qkv, const AttentionLayout& layout);
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, const AttentionLayout& layout);
+// The layout's per-sequence counts are device memory. Returns the pairs computed.
+int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
+                         const float* persistent_v, const float* ring_k, const float* ring_v,
+                         const DecodeAttentionLayout& layout);
 
 void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
                   const AdamWStep& step);
