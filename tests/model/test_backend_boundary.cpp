@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/decoder.h"
-#include "model/model_fixtures.h"
+#include "model/backend_lockstep.h"
 #include "train/optimizer.h"
 #include "util/temp_dir.h"
 
@@ -167,44 +166,20 @@ class CheckingBackend final : public ops::Backend<float> {
   mutable std::map<const char*, size_t> allocations_;
 };
 
-// Two steps of training (forward, backward, clipping norm, AdamW) and a scoring forward,
-// on the checking backend and on the CPU backend, for every family, with and without
-// recomputation: the same bits, and no stray pointer.
+// Training steps and a scoring forward on the checking backend and on the CPU backend, for
+// every family, with and without recomputation: the same bits, and no stray pointer.
+void bitwise_equal(const std::string& what, const std::vector<double>& a,
+                   const std::vector<double>& b) {
+  EXPECT_EQ(a, b) << what;
+}
+
 TEST(BackendBoundary, TrainingStepsPassOnlyTheBackendsMemoryAndMatchTheCpu) {
   for (const std::string& family : testing::kFamilies) {
     for (const bool recompute : {false, true}) {
       SCOPED_TRACE(family + (recompute ? ", recomputed" : ""));
-      const ModelConfig c = testing::micro_config(family, 3);
       const CheckingBackend checking;
-      Model<float> on_checking(c, checking), on_cpu(c);
-      testing::randomize_weights(on_checking, 5);
-      testing::randomize_weights(on_cpu, 5);
-      on_checking.set_recompute(recompute);
-      on_cpu.set_recompute(recompute);
-      AdamW adam_checking(on_checking.params(), OptimizerSettings{}, checking);
-      AdamW adam_cpu(on_cpu.params(), OptimizerSettings{});
-      const int64_t B = 2, T = c.block_size, P = on_cpu.params().total();
-      const std::vector<int32_t> x = testing::random_tokens(B, T, c, 7, {4});
-      const std::vector<int32_t> y = testing::random_tokens(B, T, c, 8);
-      for (int step = 0; step < 2; ++step) {
-        on_checking.zero_grads();
-        on_cpu.zero_grads();
-        const StepResult a = on_checking.forward_backward(x.data(), y.data(), B, T, 0.5);
-        const StepResult b = on_cpu.forward_backward(x.data(), y.data(), B, T, 0.5);
-        EXPECT_EQ(a.loss, b.loss);
-        const double norm_a = global_grad_norm(checking, on_checking.grads(), P);
-        EXPECT_EQ(norm_a, global_grad_norm(on_cpu.backend(), on_cpu.grads(), P));
-        adam_checking.update(checking, on_checking.weights(), on_checking.grads(), 1e-2, 0.9);
-        adam_cpu.update(on_cpu.backend(), on_cpu.weights(), on_cpu.grads(), 1e-2, 0.9);
-      }
-      EXPECT_EQ(std::vector<float>(on_checking.weights(), on_checking.weights() + P),
-                std::vector<float>(on_cpu.weights(), on_cpu.weights() + P));
-      std::vector<double> nll_a(B * T), nll_b(B * T), logits_a(B * T * c.vocab_size),
-          logits_b(B * T * c.vocab_size);
-      on_checking.forward(x.data(), y.data(), B, T, {nll_a.data(), logits_a.data()});
-      on_cpu.forward(x.data(), y.data(), B, T, {nll_b.data(), logits_b.data()});
-      EXPECT_EQ(nll_a, nll_b);
-      EXPECT_EQ(logits_a, logits_b);
+      testing::train_in_lockstep(testing::micro_config(family, 3), checking, recompute,
+                                 bitwise_equal);
       EXPECT_GT(checking.calls, 0);
       EXPECT_EQ(checking.strays, std::vector<std::string>{});
     }
@@ -239,45 +214,13 @@ TEST(BackendBoundary, OptimizerStateRoundTripsThroughHostCopies) {
   EXPECT_EQ(checking.strays, std::vector<std::string>{});
 }
 
-// Cached generation on the checking backend: prefill (in groups of rows), steps, a
-// multi-token extend, fork and move_row give the CPU decoder's logits through host copies,
-// and every op sees only the backend's memory.
+// Cached generation on the checking backend (its logits reach the host through copies):
+// the CPU decoder's logits, and every op sees only the backend's memory.
 TEST(BackendBoundary, CachedGenerationPassesOnlyTheBackendsMemoryAndMatchesTheCpu) {
   for (const std::string& family : testing::kFamilies) {
     SCOPED_TRACE(family);
-    const ModelConfig c = testing::micro_config(family, 2);
     const CheckingBackend checking;
-    Model<float> on_checking(c, checking), on_cpu(c);
-    testing::randomize_weights(on_checking, 11);
-    testing::randomize_weights(on_cpu, 11);
-    DecoderShape shape;
-    shape.batch = 3;
-    shape.max_prompt_tokens = 6;
-    shape.max_new_tokens = 6;
-    shape.max_chunk_tokens = 3;
-    shape.prefill_rows = 2;
-    Decoder<float> a(on_checking, shape), b(on_cpu, shape);
-    std::vector<int32_t> prompts = testing::random_tokens(3, 6, c, 12, {2});
-    prompts[0] = prompts[1] = c.pad_token_id;  // row 0 left-padded
-    const int64_t V = c.vocab_size;
-    const auto same_logits = [&](int64_t rows) {
-      EXPECT_EQ(std::vector<float>(a.logits(), a.logits() + rows * V),
-                std::vector<float>(b.logits(), b.logits() + rows * V));
-    };
-    a.prefill(prompts.data(), 6);
-    b.prefill(prompts.data(), 6);
-    same_logits(3);
-    const std::vector<int32_t> step = {5, 7, 9}, chunk = {1, 2, 3, 4, 5, 6};
-    a.step(step.data());
-    b.step(step.data());
-    same_logits(3);
-    a.fork(2, a, 0);
-    b.fork(2, b, 0);
-    a.move_row(1, 2);
-    b.move_row(1, 2);
-    a.extend(chunk.data(), 3, 2);
-    b.extend(chunk.data(), 3, 2);
-    same_logits(2 * 3);
+    testing::decode_in_lockstep(testing::micro_config(family, 2), checking, bitwise_equal);
     EXPECT_GT(checking.calls, 0);
     EXPECT_EQ(checking.strays, std::vector<std::string>{});
   }
