@@ -6,6 +6,7 @@
 // host arrays cross with upload and download.
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -31,7 +32,8 @@ class Memory {
   virtual void download(void* host, const void* from, size_t bytes) const = 0;
 };
 
-// An array of n elements in a Memory, uninitialised when (re)sized. Move-only.
+// An array of n elements in a Memory, uninitialised when (re)sized: never zero-filled, so
+// the pages a smaller shape never writes are never touched. Move-only.
 template <typename E>
 class DeviceBuffer {
  public:
@@ -50,6 +52,7 @@ class DeviceBuffer {
     data_ = nullptr;
     size_ = 0;
     if (n == 0) return;
+    if (n > SIZE_MAX / sizeof(E)) throw std::bad_alloc();
     data_ = static_cast<E*>(memory_->allocate(n * sizeof(E)));
     size_ = n;
   }

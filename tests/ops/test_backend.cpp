@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "ops/backend.h"
@@ -36,6 +37,31 @@ TEST(DeviceBuffer, ResizesUploadsDownloadsAndMoves) {
   EXPECT_EQ(a.data(), nullptr);  // NOLINT(bugprone-use-after-move): moved-from is empty
   b.reset(0);
   EXPECT_EQ(b.size(), 0u);
+}
+
+template <typename E>
+void expect_aligned_for_every_size() {
+  ops::DeviceBuffer<E> b(ops::cpu_backend<float>());
+  for (size_t n : {size_t(1), size_t(3), size_t(16), size_t(17), size_t(1000), size_t(1) << 20}) {
+    b.reset(n);
+    ASSERT_EQ(b.size(), n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u) << n << " elements";
+    b.data()[n - 1] = E(7);  // the last element is inside the allocation (ASan checks the bound)
+    EXPECT_EQ(b.data()[n - 1], E(7));
+  }
+}
+
+TEST(DeviceBuffer, StartsOnA64ByteBoundaryOnTheCpuForEverySize) {
+  expect_aligned_for_every_size<float>();
+  expect_aligned_for_every_size<double>();
+  expect_aligned_for_every_size<int32_t>();
+}
+
+TEST(DeviceBuffer, ImpossibleSizeThrowsBadAlloc) {
+  ops::DeviceBuffer<double> b(ops::cpu_backend<float>());
+  EXPECT_THROW(b.reset(SIZE_MAX / 4), std::bad_alloc);
+  EXPECT_EQ(b.size(), 0u);
+  EXPECT_EQ(b.data(), nullptr);
 }
 
 TEST(Backend, CpuIsTheCpuBackendAndAnUnusableGpuIsRefused) {
