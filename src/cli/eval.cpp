@@ -115,7 +115,7 @@ ValResult run_val(Model<float>& model, const std::string& path, const std::strin
   std::vector<int32_t> x(size_t(batch * T)), y(size_t(batch * T)), row(size_t(T + 1));
   ProgressBar bar("val", "windows", !quiet);
   const auto t0 = Clock::now();
-  model.reserve(batch, T);
+  model.reserve(batch, T, /*training=*/false);
   const double nll = pooled_nll(model, file, starts, batch, x, y, row, bar.fn());
   ValResult v;
   v.path = path;
