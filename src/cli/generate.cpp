@@ -248,7 +248,8 @@ void register_generate(CLI::App& app) {
                   "none: a prompt longer than the context is an error; left: keep its last "
                   "block_size tokens");
   cmd->add_option("--prefill-rows", a.generation.prefill_rows,
-                  "rows per prefill forward (0 = the whole batch; fewer uses less memory)")
+                  "rows per prefill forward (0 = as many as fit 1024 token slots; fewer uses less "
+                  "memory)")
       ->check(CLI::Range(int64_t(0), int64_t(4096)));
   cmd->add_option("--threads", a.threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 4096));

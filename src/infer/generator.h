@@ -26,7 +26,7 @@ struct GenerationOptions {
   std::vector<std::string> stop_strings;  // needs a tokenizer
   bool stop_at_eos = true;
   bool truncate_left = false;  // over-long prompts keep their last block_size tokens
-  int64_t prefill_rows = 0;    // rows per prefill forward (0: the whole batch)
+  int64_t prefill_rows = 0;    // rows per prefill forward (0: as DecoderShape chooses)
 };
 
 enum class StopReason { eos, stop_string, length };

@@ -76,7 +76,10 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
   cache_.clear_all();
   last_step_pairs_ = 0;
   const T* W = model_.weights();
-  const int64_t group = shape_.prefill_rows > 0 ? std::min(shape_.prefill_rows, B) : B;
+  const int64_t rows_per_forward = shape_.prefill_rows > 0
+                                       ? shape_.prefill_rows
+                                       : std::max<int64_t>(1, kPrefillSlots / (Q_ * P));
+  const int64_t group = std::min(B, rows_per_forward);
   const int64_t S = Q_ * P;
   const int64_t ring_capacity = cache_.shape().ring_capacity;
   for (int64_t b0 = 0; b0 < B; b0 += group) {

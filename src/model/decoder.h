@@ -35,12 +35,17 @@
 
 namespace sps {
 
+// Slots (tokens × query rows) per prefill forward when DecoderShape::prefill_rows is 0.
+inline constexpr int64_t kPrefillSlots = 1024;
+
 struct DecoderShape {
   int64_t batch = 1;              // B rows generated together
   int64_t max_prompt_tokens = 1;  // the longest (left-padded) prompt prefill will see
   int64_t max_new_tokens = 0;     // tokens fed per row after prefill (steps and extends)
   int64_t max_chunk_tokens = 1;   // tokens per row one extend may feed
-  int64_t prefill_rows = 0;       // rows per training forward in prefill (0: all B at once)
+  // Rows per forward in prefill; 0 chooses as many as fit kPrefillSlots slots (at least one),
+  // so a long prompt's activations stay one row's while short prompts still go together.
+  int64_t prefill_rows = 0;
 };
 
 template <typename T>
