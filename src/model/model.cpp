@@ -9,12 +9,12 @@ namespace sps {
 
 namespace {
 
-// The config, once it is valid and its weights fit in memory (checked before the parameter
-// table or any buffer is built).
+// The config, once it is valid and its weights fit in the backend's memory (checked before
+// the parameter table or any buffer is built).
 template <typename T>
-const ModelConfig& fitting(const ModelConfig& c) {
+const ModelConfig& fitting(const ModelConfig& c, const ops::Memory& memory) {
   c.validate("model config");
-  require_memory(__int128(c.parameter_count()) * sizeof(T),
+  memory.require(__int128(c.parameter_count()) * sizeof(T),
                  fmt::format("model config: the weights of {} parameters", c.parameter_count()));
   return c;
 }
@@ -23,7 +23,7 @@ const ModelConfig& fitting(const ModelConfig& c) {
 
 template <typename T>
 Model<T>::Model(const ModelConfig& config, const ops::Backend<T>& backend)
-    : config_(fitting<T>(config)),
+    : config_(fitting<T>(config, backend)),
       family_(family_by_name(config.family)),
       table_(config),
       backend_(backend) {
@@ -45,8 +45,8 @@ void Model<T>::init_weights(uint64_t seed) {
 template <typename T>
 T* Model<T>::grads() {
   if (grads_.size() == 0) {
-    require_memory(__int128(table_.total()) * sizeof(T),
-                   fmt::format("model config: the gradients of {} parameters", table_.total()));
+    backend_.require(__int128(table_.total()) * sizeof(T),
+                     fmt::format("model config: the gradients of {} parameters", table_.total()));
     grads_.reset(size_t(table_.total()));
     backend_.fill(grads_.data(), table_.total(), T(0));
   }
@@ -175,8 +175,8 @@ void Model<T>::reserve(int64_t B, int64_t T_, bool training) {
   B = std::max(B, planned_batch_);
   T_ = std::max(T_, planned_tokens_);
   const ActivationPlan plan = plan_activations(config_, B, T_, kind);
-  require_memory(__int128(plan.total) * sizeof(T),
-                 fmt::format("model config: the activations for a batch of {} × {} tokens", B, T_));
+  backend_.require(__int128(plan.total) * sizeof(T),
+                   fmt::format("model config: the activations for a batch of {} × {} tokens", B, T_));
   acts_.reset(size_t(plan.total));
   T* base = acts_.data();
   const auto at = [base](int64_t offset) { return offset < 0 ? nullptr : base + offset; };

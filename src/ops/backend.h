@@ -7,12 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "ops/device.h"
 #include "ops/ops.h"
+#include "util/process_stats.h"
 
 namespace sps::ops {
 
@@ -30,6 +32,13 @@ class Memory {
   virtual void copy(void* to, const void* from, size_t bytes) const = 0;  // both on this device
   virtual void upload(void* to, const void* host, size_t bytes) const = 0;
   virtual void download(void* host, const void* from, size_t bytes) const = 0;
+  // Bytes this process can still allocate here; -1 when unknown.
+  virtual int64_t available_bytes() const = 0;
+
+  // Refuses (UserError, one line) `bytes` for `what` when more than is available here.
+  void require(__int128 bytes, const std::string& what) const {
+    require_memory(bytes, what, available_bytes(), host_accessible() ? "" : device().name());
+  }
 };
 
 // An array of n elements in a Memory, uninitialised when (re)sized: never zero-filled, so

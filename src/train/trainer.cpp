@@ -243,17 +243,18 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   }
 
   // ---- model, optimizer, state ----
-  const TrainPlan plan = make_train_plan(config, ranks);
-  require_memory(__int128(plan.memory_bytes()),
-                 fmt::format("{}: the run's weights, gradients, AdamW moments and activations "
-                             "(per process; system.recompute_activations=true needs fewer)",
-                             config.source));
   const ops::Device device = ops::parse_device(config.system.device, "system.device");
   if (device.kind != ops::Device::Kind::cpu && ranks > 1)
     fail("{}: system.device={} with {} processes: multi-GPU training (NCCL) is not built yet; "
          "train on one GPU or on the CPU",
          config.source, config.system.device, ranks);
-  Model<float> model(mc, ops::backend_for(device));
+  const ops::Backend<float>& backend = ops::backend_for(device);
+  const TrainPlan plan = make_train_plan(config, ranks);
+  backend.require(__int128(plan.memory_bytes()),
+                  fmt::format("{}: the run's weights, gradients, AdamW moments and activations "
+                              "(per process; system.recompute_activations=true needs fewer)",
+                              config.source));
+  Model<float> model(mc, backend);
   model.set_recompute(config.system.recompute_activations);
   const ParamTable& table = model.params();
   const int64_t P = table.total();

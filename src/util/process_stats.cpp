@@ -70,11 +70,12 @@ int64_t available_memory_bytes() {
   return available;
 }
 
-void require_memory(__int128 bytes, const std::string& what) {
+void require_memory(__int128 bytes, const std::string& what, int64_t available,
+                    const std::string& where) {
   if (bytes > INT64_MAX) fail("{}: needs more than 2^63 bytes", what);
-  const int64_t available = available_memory_bytes();
   if (available >= 0 && bytes > available)
-    fail("{}: needs {} but {} of memory is available", what, gib(double(bytes)), gib(double(available)));
+    fail("{}: needs {} but {} of memory is available{}", what, gib(double(bytes)),
+         gib(double(available)), where.empty() ? "" : " on " + where);
 }
 
 }  // namespace sps

@@ -28,7 +28,9 @@ int64_t current_rss_bytes();  // resident memory now
 int64_t available_memory_bytes();
 
 // Refuses (UserError, one line: needed vs available) to allocate `bytes` for `what` when
-// more than the available memory; a size past 64 bits is refused too.
-void require_memory(__int128 bytes, const std::string& what);
+// more than `available` (this process's memory by default; a device's, named by `where`);
+// a size past 64 bits is refused too. A negative `available` is unknown: nothing refused.
+void require_memory(__int128 bytes, const std::string& what,
+                    int64_t available = available_memory_bytes(), const std::string& where = "");
 
 }  // namespace sps

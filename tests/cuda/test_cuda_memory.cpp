@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cuda/cuda_fixtures.h"
+#include "model/model_fixtures.h"
 #include "ops/backend.h"
 #include "ops/cuda/memory.h"
 #include "util/user_error.h"
@@ -56,6 +57,20 @@ TEST(CudaBackend, BuffersRoundTripAndCopy) {
   std::vector<float> back(5);
   b.download(back.data(), 5);
   EXPECT_EQ(back, (std::vector<float>{1, 2, 3, 9, 9}));
+}
+
+// A model that does not fit the GPU is refused in one line naming it, before allocating.
+TEST(CudaBackend, AModelBeyondTheGpuIsRefusedNamingIt) {
+  SPS_REQUIRE_GPU();
+  ModelConfig c = testing::micro_config("sps", 2);
+  c.n_layer = 4096;
+  c.hidden_size = 8192;
+  c.intermediate_size = 16384;
+  c.n_head = 64;
+  const std::string error = testing::error_of(
+      [&] { Model<float> model(c, ops::backend_for({ops::Device::Kind::cuda, 0})); });
+  EXPECT_NE(error.find("of memory is available on cuda:0"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
 }
 
 }  // namespace

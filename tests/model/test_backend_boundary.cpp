@@ -28,6 +28,7 @@ class CheckingBackend final : public ops::Backend<float> {
     allocations_[static_cast<const char*>(p)] = bytes;
     return p;
   }
+  int64_t available_bytes() const override { return cpu().available_bytes(); }
   void release(void* p) const override {
     allocations_.erase(static_cast<const char*>(p));
     cpu().release(p);

@@ -23,5 +23,19 @@ TEST(ProcessStats, AvailableMemoryIsReadAndBounded) {
   EXPECT_THROW(require_memory(__int128(1) << 70, "absurd"), UserError);
 }
 
+// A device's memory is checked against what it reports, and the message names the device.
+TEST(ProcessStats, DeviceMemoryIsNamed) {
+  const std::string error = [] {
+    try {
+      require_memory(__int128(3) << 30, "the weights", int64_t(1) << 30, "cuda:1");
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  }();
+  EXPECT_EQ(error, "the weights: needs 3.00 GiB but 1.00 GiB of memory is available on cuda:1");
+  EXPECT_NO_THROW(require_memory(__int128(3) << 30, "unknown", -1, "cuda:1"));
+}
+
 }  // namespace
 }  // namespace sps

@@ -35,6 +35,7 @@ class CpuBackend final : public Backend<T> {
   void download(void* host, const void* from, size_t bytes) const override {
     std::memcpy(host, from, bytes);
   }
+  int64_t available_bytes() const override { return available_memory_bytes(); }
   void fill(T* x, int64_t n, T value) const override { std::fill(x, x + n, value); }
 
   void linear_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,

@@ -29,6 +29,7 @@ class CudaBackend final : public Backend<float> {
   void download(void* host, const void* from, size_t bytes) const override {
     copy_to_host(host, from, bytes);
   }
+  int64_t available_bytes() const override { return free_device_bytes(); }
   void fill(float* x, int64_t n, float value) const override { cuda::fill(x, n, value); }
 
   void linear_forward(float* out, const float* in, const float* weight, int64_t rows,

@@ -44,6 +44,12 @@ void copy_on_device(void* to, const void* from, size_t bytes) {
   check(cudaMemcpy(to, from, bytes, cudaMemcpyDeviceToDevice), "copy on the GPU");
 }
 
+int64_t free_device_bytes() {
+  size_t free_bytes = 0, total = 0;
+  check(cudaMemGetInfo(&free_bytes, &total), "query the GPU's free memory");
+  return int64_t(free_bytes);
+}
+
 void use_device(int index) { check(cudaSetDevice(index), "select the GPU"); }
 
 void fill(float* x, int64_t n, float value) {

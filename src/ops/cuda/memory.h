@@ -15,6 +15,9 @@ void copy_to_device(void* device, const void* host, size_t bytes);
 void copy_to_host(void* host, const void* device, size_t bytes);
 void copy_on_device(void* to, const void* from, size_t bytes);
 
+// Free memory of the current device, in bytes.
+int64_t free_device_bytes();
+
 // Makes GPU `index` the calling thread's current device.
 void use_device(int index);
 
