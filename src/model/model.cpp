@@ -33,13 +33,8 @@ Model<T>::Model(const ModelConfig& config, const ops::Backend<T>& backend)
 
 template <typename T>
 void Model<T>::init_weights(uint64_t seed) {
-  if (backend_.host_accessible()) {
-    init_parameters(weights_.data(), table_, config_, seed);
-    return;
-  }
-  std::vector<T> host(size_t(table_.total()), T(0));  // drawn on the host, then uploaded
-  init_parameters(host.data(), table_, config_, seed);
-  weights_.upload(host.data(), host.size());
+  ops::on_host(backend_, weights_.data(), size_t(table_.total()), ops::HostAccess::write,
+               [&](T* weights) { init_parameters(weights, table_, config_, seed); });
 }
 
 template <typename T>

@@ -35,10 +35,12 @@ double global_grad_norm(const ops::Backend<T>& backend, const T* grads, int64_t 
 }
 
 AdamW::AdamW(const ParamTable& table, const OptimizerSettings& settings,
-             const ops::Memory& memory)
-    : table_(table), settings_(settings), m_(memory), v_(memory) {
-  const std::vector<float> zeros(size_t(table.total()), 0.0f);
-  set_moments(zeros, zeros);
+             const ops::Backend<float>& backend)
+    : table_(table), settings_(settings), m_(backend), v_(backend) {
+  for (ops::DeviceBuffer<float>* moment : {&m_, &v_}) {
+    moment->reset(size_t(table.total()));
+    backend.fill(moment->data(), table.total(), 0.0f);
+  }
 }
 
 void AdamW::set_moments(const std::vector<float>& exp_avg, const std::vector<float>& exp_avg_sq) {
@@ -95,22 +97,27 @@ void AdamW::load(const std::string& path) {
   if (file.header().tensors.size() != 2 * table_.entries().size())
     fail("{}: {} tensors, expected {} (exp_avg and exp_avg_sq of every parameter)", path,
          file.header().tensors.size(), 2 * table_.entries().size());
-  std::vector<float> host_m(m_.size()), host_v(v_.size());  // checked, then uploaded
-  for (const auto& e : table_.entries()) {
-    for (const bool second : {false, true}) {
-      const std::string name = e.name + (second ? ".exp_avg_sq" : ".exp_avg");
-      const TensorInfo* info = file.find(name);
-      if (!info) fail("{}: missing tensor '{}'", path, name);
-      if (info->dtype != DType::F32 || info->shape != e.shape)
-        fail("{}: tensor '{}' is not F32 of the parameter's shape", path, name);
-      float* out = (second ? host_v.data() : host_m.data()) + e.offset;
-      std::memcpy(out, file.data(*info), sizeof(float) * size_t(e.numel));
-      for (int64_t k = 0; k < e.numel; ++k)
-        if (!std::isfinite(out[k]) || (second && out[k] < 0))
-          fail("{}: tensor '{}' holds {} at index {}, not a{} finite moment", path, name, out[k], k,
-               second ? " non-negative" : "");
-    }
-  }
+  const size_t n = size_t(table_.total());
+  // Read and checked into the moments themselves on the CPU, into host copies elsewhere.
+  ops::on_host(m_.memory(), m_.data(), n, ops::HostAccess::write, [&](float* host_m) {
+    ops::on_host(v_.memory(), v_.data(), n, ops::HostAccess::write, [&](float* host_v) {
+      for (const auto& e : table_.entries()) {
+        for (const bool second : {false, true}) {
+          const std::string name = e.name + (second ? ".exp_avg_sq" : ".exp_avg");
+          const TensorInfo* info = file.find(name);
+          if (!info) fail("{}: missing tensor '{}'", path, name);
+          if (info->dtype != DType::F32 || info->shape != e.shape)
+            fail("{}: tensor '{}' is not F32 of the parameter's shape", path, name);
+          float* out = (second ? host_v : host_m) + e.offset;
+          std::memcpy(out, file.data(*info), sizeof(float) * size_t(e.numel));
+          for (int64_t k = 0; k < e.numel; ++k)
+            if (!std::isfinite(out[k]) || (second && out[k] < 0))
+              fail("{}: tensor '{}' holds {} at index {}, not a{} finite moment", path, name,
+                   out[k], k, second ? " non-negative" : "");
+        }
+      }
+    });
+  });
   const auto it = file.header().metadata.find("step");
   if (it == file.header().metadata.end()) fail("{}: no 'step' in the metadata", path);
   try {
@@ -118,7 +125,6 @@ void AdamW::load(const std::string& path) {
   } catch (const std::exception&) {
     fail("{}: metadata 'step' is not a number: '{}'", path, it->second);
   }
-  set_moments(host_m, host_v);
 }
 
 template double global_grad_norm<float>(const ops::Backend<float>&, const float*, int64_t);

@@ -31,9 +31,9 @@ double global_grad_norm(const ops::Backend<T>& backend, const T* grads, int64_t 
 
 class AdamW {
  public:
-  // The moments start at zero, in `memory` (the model's backend).
+  // The moments start at zero, in `backend`'s memory (the model's backend).
   AdamW(const ParamTable& table, const OptimizerSettings& settings,
-        const ops::Memory& memory = ops::cpu_backend<float>());
+        const ops::Backend<float>& backend = ops::cpu_backend<float>());
 
   // One update of every parameter with gradients · grad_scale (the clip factor) at `lr`, on
   // `backend` (whose memory holds the weights, gradients and moments). Decay applies to the

@@ -259,6 +259,32 @@ __global__ void decode_kernel(float* out, const float* qkv, const float* persist
   if (threadIdx.x % kWarp == 0) atomicAdd(pairs, seen);
 }
 
+// Device memory that only grows, for the pair counter and the backward's delta (no call
+// uses both): after the largest shape has run, no call allocates. One process drives one
+// GPU from one thread, and freeing waits for the kernels that used the old block.
+void* scratch(size_t bytes) {
+  static void* block = nullptr;
+  static size_t size = 0;
+  if (bytes > size) {
+    if (block) device_free(block);
+    block = device_allocate(bytes);
+    size = bytes;
+  }
+  return block;
+}
+
+// A zeroed pair counter, and its value once the kernel counting into it has finished.
+unsigned long long* zeroed_pair_counter() {
+  auto* pairs = static_cast<unsigned long long*>(scratch(sizeof(unsigned long long)));
+  check(cudaMemset(pairs, 0, sizeof(*pairs)), "attention pair count");
+  return pairs;
+}
+int64_t read_pair_counter(const unsigned long long* pairs) {
+  unsigned long long count = 0;
+  copy_to_host(&count, pairs, sizeof(count));  // waits for the kernel
+  return int64_t(count);
+}
+
 unsigned warp_blocks(const AttentionLayout& l) {
   const int64_t warps = l.batch * l.heads * l.streams * l.tokens;
   return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
@@ -274,15 +300,11 @@ int64_t attention_forward(float* out, float* lse, const float* qkv,
                           const AttentionLayout& layout) {
   if (layout.batch * layout.tokens == 0) return 0;
   check_head_dim(layout);
-  unsigned long long* pairs = static_cast<unsigned long long*>(device_allocate(sizeof(*pairs)));
-  check(cudaMemset(pairs, 0, sizeof(*pairs)), "attention pair count");
+  unsigned long long* pairs = zeroed_pair_counter();
   forward_kernel<<<warp_blocks(layout), kWarp * kWarpsPerBlock>>>(
       out, lse, qkv, mask_of(layout), 1.0f / sqrtf(float(layout.head_dim)), pairs);
   check(cudaGetLastError(), "attention forward launch");
-  unsigned long long count = 0;
-  copy_to_host(&count, pairs, sizeof(count));
-  device_free(pairs);
-  return int64_t(count);
+  return read_pair_counter(pairs);
 }
 
 int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
@@ -291,16 +313,12 @@ int64_t attention_decode(float* out, const float* qkv, const float* persistent_k
   const int64_t warps = layout.batch * layout.heads * layout.tokens * layout.queries;
   if (warps == 0) return 0;
   if (layout.head_dim > kWarp * kMaxPerLane) fail_head_dim(layout.head_dim, kWarp * kMaxPerLane);
-  unsigned long long* pairs = static_cast<unsigned long long*>(device_allocate(sizeof(*pairs)));
-  check(cudaMemset(pairs, 0, sizeof(*pairs)), "decode attention pair count");
+  unsigned long long* pairs = zeroed_pair_counter();
   decode_kernel<<<unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
                   kWarp * kWarpsPerBlock>>>(out, qkv, persistent_k, persistent_v, ring_k, ring_v,
                                             layout, 1.0f / sqrtf(float(layout.head_dim)), pairs);
   check(cudaGetLastError(), "decode attention launch");
-  unsigned long long count = 0;
-  copy_to_host(&count, pairs, sizeof(count));
-  device_free(pairs);
-  return int64_t(count);
+  return read_pair_counter(pairs);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
@@ -308,7 +326,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   if (layout.batch * layout.tokens == 0) return;
   check_head_dim(layout);
   const int64_t stats = layout.batch * layout.heads * layout.streams * layout.tokens;
-  float* delta = static_cast<float*>(device_allocate(size_t(stats) * sizeof(float)));
+  float* delta = static_cast<float*>(scratch(size_t(stats) * sizeof(float)));
   const Mask m = mask_of(layout);
   const float scale = 1.0f / sqrtf(float(layout.head_dim));
   query_gradient_kernel<<<warp_blocks(layout), kWarp * kWarpsPerBlock>>>(dqkv, delta, dout, qkv,
@@ -317,7 +335,6 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   key_gradient_kernel<<<warp_blocks(layout), kWarp * kWarpsPerBlock>>>(dqkv, delta, dout, qkv,
                                                                        lse, m, scale);
   check(cudaGetLastError(), "attention key gradient launch");
-  device_free(delta);  // cudaFree waits for the kernels
 }
 
 }  // namespace sps::ops::cuda
