@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench.h"
 #include "data/token_file.h"
 #include "model/decoder.h"
+#include "model/flops.h"
 #include "model/model.h"
 #include "model/weights_io.h"
 #include "util/error.h"
@@ -85,14 +87,21 @@ std::vector<int32_t> draw_prompts(const GenerateBenchOptions& o, const ModelConf
   return prompts;
 }
 
+// What decode is measured against: the copy bandwidth (bytes/s) and the sgemm rate (FLOP/s)
+// of this process's threads, both measured in the run.
+struct MachineRates {
+  double bandwidth = 0, flops = 0;
+};
+
 struct BenchResult {
   std::string label, family;
   int64_t window = 0;
-  std::vector<double> total, prefill, decode, bound;  // per timed run, every round
+  std::vector<double> total, prefill, decode, bound, flop_bound;  // per timed run, every round
   double seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   double total_tokens_per_second = 0, decode_tokens_per_second = 0;
   int64_t kv_allocated = 0, kv_used = 0, peak_rss = 0, rss_end = 0, activation_bytes = 0;
-  double bound_fraction = 0;  // decode time at the bandwidth bound / measured decode time
+  double bound_fraction = 0;       // decode time at the bandwidth bound / measured decode time
+  double flop_bound_fraction = 0;  // decode time at the sgemm rate / measured decode time
   bool peak_is_per_model = true;
 };
 
@@ -113,7 +122,7 @@ struct Contestant {
   Decoder<float> decoder;
   std::vector<int32_t> next;
   double weight_bytes = 0;
-  double prefill_seconds = 0, decode_seconds = 0, bytes_read = 0;  // the current run
+  double prefill_seconds = 0, decode_seconds = 0, bytes_read = 0, flops = 0;  // the current run
   int64_t activation_bytes = 0;
 
   static DecoderShape shape(const GenerateBenchOptions& o) {
@@ -145,7 +154,7 @@ struct Contestant {
     activation_bytes = model.activation_bytes();
     model.release_activations();  // decode holds only weights and the cache
     prefill_seconds = now_seconds() - t0;
-    decode_seconds = bytes_read = 0;
+    decode_seconds = bytes_read = flops = 0;
   }
   // One new token per row: greedy choice, then the decode step that consumes it.
   void step() {
@@ -156,12 +165,14 @@ struct Contestant {
     bytes_read += weight_bytes + double(decoder.cache().used_bytes());
     decoder.step(next.data());
     decode_seconds += now_seconds() - t0;
+    flops += decode_step_flops(c, int64_t(next.size()), double(decoder.last_step_attention_pairs()));
   }
-  void record(BenchResult& r, double bandwidth) const {
+  void record(BenchResult& r, const MachineRates& machine) const {
     r.total.push_back(prefill_seconds + decode_seconds);
     r.prefill.push_back(prefill_seconds);
     r.decode.push_back(decode_seconds);
-    r.bound.push_back(decode_seconds > 0 ? bytes_read / bandwidth / decode_seconds : 0.0);
+    r.bound.push_back(decode_seconds > 0 ? bytes_read / machine.bandwidth / decode_seconds : 0.0);
+    r.flop_bound.push_back(decode_seconds > 0 ? flops / machine.flops / decode_seconds : 0.0);
   }
   void summarise(BenchResult& r, const GenerateBenchOptions& o) const {
     const int64_t B = o.batch, P = o.prompt_tokens, N = o.new_tokens;
@@ -172,6 +183,7 @@ struct Contestant {
     r.prefill_seconds = median(r.prefill);
     r.decode_seconds = median(r.decode);
     r.bound_fraction = median(r.bound);
+    r.flop_bound_fraction = median(r.flop_bound);
     r.total_tokens_per_second = double(B * (P + N)) / r.seconds;
     r.decode_tokens_per_second = r.decode_seconds > 0 ? double(B * (N - 1)) / r.decode_seconds : 0;
     r.kv_allocated = decoder.cache().allocated_bytes();
@@ -182,13 +194,13 @@ struct Contestant {
 
 // One round of a model alone: its warm-up and timed runs, added to r.
 void bench_model(BenchResult& r, const GenerateBenchModel& m, const GenerateBenchOptions& o,
-                 const std::vector<int32_t>& prompts, double bandwidth) {
+                 const std::vector<int32_t>& prompts, const MachineRates& machine) {
   r.peak_is_per_model = reset_peak_rss();
   Contestant c(m, o);
   for (int run = 0; run < o.warmup + o.runs; ++run) {
     c.prefill(prompts, o.prompt_tokens);
     for (int64_t k = 0; k + 1 < o.new_tokens; ++k) c.step();
-    if (run >= o.warmup) c.record(r, bandwidth);
+    if (run >= o.warmup) c.record(r, machine);
   }
   c.summarise(r, o);
   r.rss_end = std::max(r.rss_end, current_rss_bytes());
@@ -197,7 +209,7 @@ void bench_model(BenchResult& r, const GenerateBenchModel& m, const GenerateBenc
 
 // All models at once, taking turns step by step, so every model sees the same machine.
 void bench_interleaved(std::vector<BenchResult>& results, const GenerateBenchOptions& o,
-                       const std::vector<int32_t>& prompts, double bandwidth) {
+                       const std::vector<int32_t>& prompts, const MachineRates& machine) {
   std::vector<std::unique_ptr<Contestant>> all;
   for (const auto& m : o.models) all.push_back(std::make_unique<Contestant>(m, o));
   for (int run = 0; run < o.warmup + o.runs; ++run) {
@@ -205,7 +217,7 @@ void bench_interleaved(std::vector<BenchResult>& results, const GenerateBenchOpt
     for (int64_t k = 0; k + 1 < o.new_tokens; ++k)
       for (auto& c : all) c->step();
     if (run >= o.warmup)
-      for (size_t i = 0; i < all.size(); ++i) all[i]->record(results[i], bandwidth);
+      for (size_t i = 0; i < all.size(); ++i) all[i]->record(results[i], machine);
   }
   for (size_t i = 0; i < all.size(); ++i) {
     all[i]->summarise(results[i], o);
@@ -217,6 +229,11 @@ void bench_interleaved(std::vector<BenchResult>& results, const GenerateBenchOpt
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+// The roofline that limits decode: the one that would take longer at the measured rates.
+const char* bound_name(const BenchResult& r) {
+  return r.flop_bound_fraction > r.bound_fraction ? "compute" : "bandwidth";
+}
+
 }  // namespace
 
 void run_generate_bench(const GenerateBenchOptions& o) {
@@ -227,25 +244,29 @@ void run_generate_bench(const GenerateBenchOptions& o) {
     if (o.prompt_tokens > m.config.block_size)
       fail("{}: --prompt-tokens {} exceeds model.block_size {}", m.label, o.prompt_tokens,
            m.config.block_size);
-  const double bandwidth = measure_copy_bandwidth();
+  MachineRates machine;
+  machine.bandwidth = measure_copy_bandwidth();
+  machine.flops = 1e9 * measure_sgemm_gflops(1024, 5);
+  const double bandwidth = machine.bandwidth;
   const int threads = omp_get_max_threads();
   if (!o.json) {
     fmt::print("generate: B={} prompts of P={} tokens, N={} new tokens ({}), {} warm-up + {} "
-               "timed run(s) in {} round(s), medians; {} threads; copy bandwidth {:.1f} GB/s\n",
+               "timed run(s) in {} round(s), medians; {} threads; copy bandwidth {:.1f} GB/s, sgemm "
+               "{:.1f} GFLOP/s\n",
                o.batch, o.prompt_tokens, o.new_tokens,
                o.token_file.empty() ? "random prompt ids" : "prompts from " + o.token_file,
-               o.warmup, o.runs, o.rounds, threads, bandwidth / 1e9);
-    fmt::print("{:<22} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} | {:>7} {:>7} {:>7} {:>7}\n",
+               o.warmup, o.runs, o.rounds, threads, bandwidth / 1e9, machine.flops / 1e9);
+    fmt::print("{:<22} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} | {:>7} {:>7} {:>7} {:>7}\n",
                "model", "prefill ms", "decode t/s", "total t/s", "KV MiB", "KV used", "peak MiB",
-               "BW bound", "decode", "total", "KV", "peak");
+               "BW bound", "FLOP bound", "decode", "total", "KV", "peak");
     std::fflush(stdout);
   }
   const std::vector<int32_t> prompts = draw_prompts(o, o.models.front().config);
   std::vector<BenchResult> results(o.models.size());
-  if (o.interleave) bench_interleaved(results, o, prompts, bandwidth);
+  if (o.interleave) bench_interleaved(results, o, prompts, machine);
   for (int round = 0; round < (o.interleave ? 0 : o.rounds); ++round)
     for (size_t i = 0; i < o.models.size(); ++i) {
-      bench_model(results[i], o.models[i], o, prompts, bandwidth);
+      bench_model(results[i], o.models[i], o, prompts, machine);
       if (o.rounds > 1 && !o.json)
         std::fprintf(stderr, "round %d/%d %s: decode %.1f tokens/s\n", round + 1, o.rounds,
                      results[i].label.c_str(), results[i].decode_tokens_per_second);
@@ -270,6 +291,9 @@ void run_generate_bench(const GenerateBenchOptions& o) {
                           {"prefill_activation_bytes", r.activation_bytes},
                           {"copy_bandwidth_bytes_per_second", bandwidth},
                           {"decode_fraction_of_bandwidth_bound", r.bound_fraction},
+                          {"sgemm_flops_per_second", machine.flops},
+                          {"decode_fraction_of_flop_bound", r.flop_bound_fraction},
+                          {"decode_bound", bound_name(r)},
                           {"reference", ref.label},
                           {"decode_ratio", ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second)},
                           {"total_ratio", ratio(r.total_tokens_per_second, ref.total_tokens_per_second)},
@@ -278,12 +302,12 @@ void run_generate_bench(const GenerateBenchOptions& o) {
                           {"peak_ratio", ratio(double(r.peak_rss), double(ref.peak_rss))}};
       fmt::print("{}\n", j.dump());
     } else {
-      fmt::print("{:<22} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7.0f}% | "
+      fmt::print("{:<22} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7.0f}% {:>9.0f}% | "
                  "{:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n",
                  r.label, 1e3 * r.prefill_seconds, r.decode_tokens_per_second,
                  r.total_tokens_per_second, double(r.kv_allocated) / 1048576.0,
                  double(r.kv_used) / 1048576.0, double(r.peak_rss) / 1048576.0,
-                 100 * r.bound_fraction,
+                 100 * r.bound_fraction, 100 * r.flop_bound_fraction,
                  ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second),
                  ratio(r.total_tokens_per_second, ref.total_tokens_per_second),
                  ratio(double(r.kv_allocated), double(ref.kv_allocated)),
@@ -293,8 +317,10 @@ void run_generate_bench(const GenerateBenchOptions& o) {
   }
   if (!o.json) {
     fmt::print("ratios are to {}; KV = allocated cache (capacity P+N per row, plus the ring); "
-               "BW bound = (weights + cache rows in use, read once per step) / copy bandwidth, as "
-               "a fraction of the measured decode time\n",
+               "BW bound = (weights + cache rows in use, read once per step) / copy bandwidth, "
+               "FLOP bound = decode FLOPs (every slot's projections, the LM head, the attention "
+               "pairs) / sgemm rate, each as a fraction of the measured decode time; the larger "
+               "one is the bound that applies\n",
                reference ? reference->label : results.front().label);
     if (o.interleave)
       fmt::print("interleaved: all models held at once, taking turns step by step; peak memory "

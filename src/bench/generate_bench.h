@@ -6,8 +6,9 @@
 // 1 warm-up run and `runs` timed runs (medians), in `rounds` sweeps over the models. Prints total tokens/s = B·(P+N)/time,
 // decode tokens/s, prefill time, KV-cache bytes (allocated and in use at the end), the
 // process's peak resident memory during the model's runs, each model's ratios to the first
-// standard one, and decode speed as a fraction of the memory-bandwidth bound: per step the
-// weights and the cache rows in use are read once, at the copy bandwidth measured here.
+// standard one, and decode speed as a fraction of two rooflines measured here: the
+// memory-bandwidth bound (per step the weights and the cache rows in use are read once, at
+// the copy bandwidth) and the compute bound (the step's FLOPs at the sgemm rate).
 // Prints numbers; asserts nothing.
 #include <cstdint>
 #include <string>

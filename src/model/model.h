@@ -22,7 +22,7 @@ struct ForwardOptions {
                              // of final_hidden() such as prefill
   // Called after block l's forward, while layer_qkv(l) holds its q | k | v (prefill copies
   // the keys and values into its cache here).
-  std::function<void(int64_t layer)> after_layer;
+  std::function<void(int64_t layer)> after_layer = nullptr;
 };
 
 // Which activation plan a forward runs in. Inference keeps one block's activations and one

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/backend_lockstep.h"
+#include "model/flops.h"
 #include "train/optimizer.h"
 #include "util/temp_dir.h"
 
@@ -20,6 +21,8 @@ class CheckingBackend final : public ops::Backend<float> {
  public:
   mutable std::vector<std::string> strays;  // "op: argument" for each pointer outside
   mutable int64_t calls = 0;
+  mutable double decode_linear_flops = 0;  // 2·rows·in·out of every linear_decode_forward
+  mutable int64_t decode_pairs = 0;        // what attention_decode returned, summed
 
   ops::Device device() const override { return {}; }
   bool host_accessible() const override { return false; }  // take the staging paths too
@@ -65,6 +68,7 @@ class CheckingBackend final : public ops::Backend<float> {
   void linear_decode_forward(float* out, const float* in, const float* w, int64_t rows,
                              int64_t in_dim, int64_t out_dim, bool accumulate) const override {
     check("linear_decode_forward", {out, in, w});
+    decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
     cpu().linear_decode_forward(out, in, w, rows, in_dim, out_dim, accumulate);
   }
   void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
@@ -135,7 +139,9 @@ class CheckingBackend final : public ops::Backend<float> {
                            const ops::DecodeAttentionLayout& layout) const override {
     check("attention_decode", {out, qkv, pk, pv, rk, rv, layout.persistent_end, layout.ring_len,
                                layout.ring_next});
-    return cpu().attention_decode(out, qkv, pk, pv, rk, rv, layout);
+    const int64_t pairs = cpu().attention_decode(out, qkv, pk, pv, rk, rv, layout);
+    decode_pairs += pairs;
+    return pairs;
   }
   void adamw_update(float* w, const float* g, float* m, float* v, int64_t n,
                     const ops::AdamWStep& step) const override {
@@ -224,6 +230,36 @@ TEST(BackendBoundary, CachedGenerationPassesOnlyTheBackendsMemoryAndMatchesTheCp
     testing::decode_in_lockstep(testing::micro_config(family, 2), checking, bitwise_equal);
     EXPECT_GT(checking.calls, 0);
     EXPECT_EQ(checking.strays, std::vector<std::string>{});
+  }
+}
+
+// The FLOPs `sps bench generate` holds decode against (model/flops.h) are those the decoder's
+// ops are asked for in a step: every projection, the LM head and 4·D per attention pair.
+TEST(BackendBoundary, DecodeStepFlopsAreTheDecodersOps) {
+  for (const std::string& family : testing::kFamilies) {
+    SCOPED_TRACE(family);
+    const ModelConfig c = testing::micro_config(family, 2);
+    const CheckingBackend checking;
+    Model<float> model(c, checking);
+    model.init_weights(3);
+    DecoderShape shape;
+    shape.batch = 3;
+    shape.max_prompt_tokens = 6;
+    shape.max_new_tokens = 4;
+    Decoder<float> decoder(model, shape);
+    const std::vector<int32_t> prompts = testing::random_tokens(3, 6, c, 5, {});
+    decoder.prefill(prompts.data(), 6);
+    for (int32_t token = 1; token < 4; ++token) {
+      checking.decode_linear_flops = 0;
+      checking.decode_pairs = 0;
+      const std::vector<int32_t> step = {token, token + 1, token + 2};
+      decoder.step(step.data());
+      EXPECT_EQ(checking.decode_pairs, decoder.last_step_attention_pairs());
+      EXPECT_GT(checking.decode_pairs, 0);
+      EXPECT_DOUBLE_EQ(decode_step_flops(c, 3, double(checking.decode_pairs)),
+                       checking.decode_linear_flops +
+                           4.0 * double(c.head_dim()) * double(checking.decode_pairs));
+    }
   }
 }
 
