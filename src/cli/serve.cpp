@@ -116,7 +116,8 @@ void register_serve(CLI::App& app) {
                   "requests waiting for rows; more are answered 503 with Retry-After")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   cmd->add_option("--prefill-tokens", a.server.scheduler.prefill_tokens_per_turn,
-                  "prompt tokens prefilled between two decode steps (at least one prompt)")
+                  "prompt tokens of work between two decode steps: whole prompts per turn, and "
+                  "a longer prompt's forward pauses between layers")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--api-key", a.api_key, "require Authorization: Bearer KEY");
   cmd->add_option("--api-key-file", a.api_key_file, "read the API key from a file");

@@ -68,7 +68,8 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
 }
 
 template <typename T>
-void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
+void Decoder<T>::prefill(const int32_t* prompts, int64_t P,
+                         const std::function<void()>& between_layers) {
   const ModelConfig& c = model_.config();
   const int64_t B = shape_.batch;
   SPS_ASSERT(P > 0 && P <= shape_.max_prompt_tokens && P <= c.block_size);
@@ -110,6 +111,7 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P) {
           cache_.write_ring(l, b, i - ring_start[b - b0], row + d_, row + 2 * d_);
         }
       }
+      if (between_layers && (l + 1 < L_ || b0 + n < B)) between_layers();
     };
     model_.forward(prompts + b0 * P, nullptr, n, P, blocks_only);
     for (int64_t b = b0; b < b0 + n; ++b) {

@@ -27,6 +27,7 @@
 // Memory is planned by the constructor; prefill plans the model's activations for
 // [prefill_rows, P]; decode steps allocate nothing.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/kv_cache.h"
@@ -55,8 +56,12 @@ class Decoder {
 
   // prompts: [B, P] token ids, each row left-padded with PAD and holding at least one real
   // token; P <= max_prompt_tokens and P <= block_size. Fills the caches and the logits of each
-  // row's last token; resets the step count.
-  void prefill(const int32_t* prompts, int64_t P);
+  // row's last token; resets the step count. `between_layers`, when set, runs after each
+  // block of the forward but the last one's: a caller may do other work there (a server
+  // decodes its running rows) as long as it leaves this model's activations alone; the
+  // prefill's results do not change.
+  void prefill(const int32_t* prompts, int64_t P,
+               const std::function<void()>& between_layers = nullptr);
 
   // Row `row` continues from row `source_row` of `source` (a decoder of the same model after
   // its prefill): its cache, next position, last token and logits become that row's, as if

@@ -60,6 +60,9 @@ std::string Metrics::text(const Gauges& g) const {
                  "completions stopped by a client disconnect or shutdown", cancelled) +
          counter("sps_prompt_tokens_total", "prompt tokens prefilled", prompt_tokens) +
          counter("sps_generated_tokens_total", "tokens generated", generated_tokens) +
+         counter("sps_decode_steps_during_prefill_total",
+                 "decode steps run between the layers of a long prompt's prefill",
+                 decode_steps_during_prefill) +
          gauge("sps_queue_length", "completions waiting for decode rows", g.queue_length) +
          gauge("sps_active_rows", "decode rows in use", g.active_rows) +
          gauge("sps_rows", "decode rows (--parallel)", g.rows) +

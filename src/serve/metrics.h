@@ -37,6 +37,7 @@ struct Metrics {
   std::atomic<uint64_t> cancelled{0};          // stopped by a client disconnect or shutdown
   std::atomic<uint64_t> prompt_tokens{0};
   std::atomic<uint64_t> generated_tokens{0};
+  std::atomic<uint64_t> decode_steps_during_prefill{0};  // a long prompt's forward paused
   Histogram time_to_first_token;  // seconds from submission to a choice's first token
   Histogram inter_token_latency;  // seconds between a choice's consecutive tokens
 

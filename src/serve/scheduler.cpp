@@ -173,12 +173,7 @@ void Scheduler::run() {
     if (stopping)
       for (Row& row : rows_) row.job->cancel();
     for (auto& job : admitted) admit(job);
-    sample_rows();
-    retire_rows();
-    if (!rows_.empty()) {
-      for (size_t i = 0; i < rows_.size(); ++i) step_tokens_[i] = rows_[i].next_token;
-      decoder_->extend(step_tokens_.data(), 1, int64_t(rows_.size()));
-    }
+    decode_turn();
     active_rows_ = int64_t(rows_.size());
     kv_bytes_in_use_ = decoder_->cache().used_bytes();
     wake_.notify_all();  // drain() waits for an idle turn
@@ -197,8 +192,16 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
     job->finish_all();
     return;
   }
-  const int64_t P = int64_t(job->prompt.size());
-  prefill_decoder_->prefill(job->prompt.data(), P);
+  const int64_t P = int64_t(job->prompt.size()), L = model_.config().n_layer;
+  // Layers of this prompt's forward that cost about one turn's prefill budget.
+  const int64_t layers_per_turn =
+      std::max<int64_t>(1, L * options_.prefill_tokens_per_turn / std::max<int64_t>(P, 1));
+  int64_t layers_done = 0;
+  prefill_decoder_->prefill(job->prompt.data(), P, [&] {
+    if (++layers_done % layers_per_turn != 0 || rows_.empty()) return;
+    decode_turn();
+    ++metrics_.decode_steps_during_prefill;
+  });
   for (int64_t i = 0; i < job->n; ++i) {
     const int64_t r = int64_t(rows_.size());
     decoder_->fork(r, *prefill_decoder_, 0);
@@ -317,6 +320,15 @@ void Scheduler::sample_rows() {
     row.next_token = token;
     job.post(std::move(u));
   }
+}
+
+// Every live row samples, finished rows leave, and the rest advance one decode step.
+void Scheduler::decode_turn() {
+  sample_rows();
+  retire_rows();
+  if (rows_.empty()) return;
+  for (size_t i = 0; i < rows_.size(); ++i) step_tokens_[i] = rows_[i].next_token;
+  decoder_->extend(step_tokens_.data(), 1, int64_t(rows_.size()));
 }
 
 // Finished and cancelled rows leave at once; the last live row moves into each hole so the

@@ -4,7 +4,10 @@
 // next token of every live row, retires finished or cancelled rows at once, and feeds the
 // rest one decode step together. So requests join and leave the running batch at step
 // boundaries, and a turn prefills at most `prefill_tokens_per_turn` prompt tokens (at least
-// one prompt) so running rows keep flowing while new prompts arrive.
+// one prompt) so running rows keep flowing while new prompts arrive. A prompt longer than
+// that budget still runs as one forward, but the forward pauses between its layers for a
+// decode step of the running rows after each budget's worth of work (the budget's tokens
+// through every layer), so a long prompt does not stall the streams already running.
 //
 // Same tokens as `sps generate`: a job's prompt is prefilled alone (batch 1, the same
 // training forward as `sps generate` of that prompt); choice i samples with its own sampler
@@ -13,8 +16,9 @@
 // of the others (ops::linear_decode_forward streams up to 16 rows·streams per step, e.g. 8
 // sps rows; more rows go to BLAS, which is not promised to be row-independent).
 //
-// Prompts are prefilled whole: splitting one prompt over several turns (extends) gives
-// slightly different floating-point logits than `sps generate`'s prefill, so it is not done.
+// Prompts are prefilled whole: splitting one prompt's tokens over several turns (extends)
+// gives slightly different floating-point logits than `sps generate`'s prefill, so the
+// forward is split by layers instead, which changes nothing it computes.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -121,6 +125,7 @@ class Scheduler {
   void score_prompt(Job& job);
   void sample_rows();
   void retire_rows();
+  void decode_turn();
   TokenLogprob token_logprob(const float* logits, int32_t id, int64_t top) const;
 
   Model<float>& model_;
