@@ -58,35 +58,6 @@ int64_t peak_rss_since_reset() {
   return peak_rss_bytes();
 }
 
-// B prompts of P tokens: seeded random windows of the token file, or random ids below EOS.
-std::vector<int32_t> draw_prompts(const GenerateBenchOptions& o, const ModelConfig& c) {
-  const int64_t B = o.batch, P = o.prompt_tokens;
-  std::vector<int32_t> prompts(B * P);
-  Rng rng(o.seed);
-  if (o.token_file.empty()) {
-    for (auto& t : prompts) t = int32_t(rng.below(uint64_t(c.eos_token_id)));
-    return prompts;
-  }
-  std::string dtype = o.token_dtype;
-  if (dtype.empty()) {
-    const DatasetMeta meta =
-        read_dataset_meta(std::filesystem::path(o.token_file).parent_path().string());
-    dtype = meta.dtype.empty() ? "uint16" : meta.dtype;
-  }
-  const TokenFile file(o.token_file, token_dtype_from_name(dtype, "--token-dtype"));
-  if (file.size() < P) fail("{}: {} tokens, fewer than --prompt-tokens {}", o.token_file, file.size(), P);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t start = int64_t(rng.below(uint64_t(file.size() - P + 1)));
-    file.read(start, P, prompts.data() + b * P, c.vocab_size);
-    for (int64_t i = 0; i < P; ++i) {
-      int32_t& t = prompts[b * P + i];
-      if (t == c.pad_token_id || t == c.predict_token_id)
-        fail("{}: id {} at {} is PAD or PREDICT of the model", o.token_file, t, start + i);
-    }
-  }
-  return prompts;
-}
-
 // What decode is measured against: the copy bandwidth (bytes/s) and the sgemm rate (FLOP/s)
 // of this process's threads, both measured in the run.
 struct MachineRates {
@@ -236,6 +207,33 @@ const char* bound_name(const BenchResult& r) {
 
 }  // namespace
 
+std::vector<int32_t> draw_bench_prompts(const std::string& token_file, const std::string& token_dtype,
+                                        int64_t count, int64_t P, const ModelConfig& c, uint64_t seed) {
+  std::vector<int32_t> prompts(count * P);
+  Rng rng(seed);
+  if (token_file.empty()) {
+    for (auto& t : prompts) t = int32_t(rng.below(uint64_t(c.eos_token_id)));
+    return prompts;
+  }
+  std::string dtype = token_dtype;
+  if (dtype.empty()) {
+    const DatasetMeta meta = read_dataset_meta(std::filesystem::path(token_file).parent_path().string());
+    dtype = meta.dtype.empty() ? "uint16" : meta.dtype;
+  }
+  const TokenFile file(token_file, token_dtype_from_name(dtype, "--token-dtype"));
+  if (file.size() < P) fail("{}: {} tokens, fewer than --prompt-tokens {}", token_file, file.size(), P);
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t start = int64_t(rng.below(uint64_t(file.size() - P + 1)));
+    file.read(start, P, prompts.data() + b * P, c.vocab_size);
+    for (int64_t i = 0; i < P; ++i) {
+      int32_t& t = prompts[b * P + i];
+      if (t == c.pad_token_id || t == c.predict_token_id)
+        fail("{}: id {} at {} is PAD or PREDICT of the model", token_file, t, start + i);
+    }
+  }
+  return prompts;
+}
+
 void run_generate_bench(const GenerateBenchOptions& o) {
   if (o.models.empty()) fail("bench generate: no model to run");
   if (o.prompt_tokens < 1 || o.new_tokens < 1 || o.batch < 1)
@@ -261,7 +259,8 @@ void run_generate_bench(const GenerateBenchOptions& o) {
                "BW bound", "FLOP bound", "decode", "total", "KV", "peak");
     std::fflush(stdout);
   }
-  const std::vector<int32_t> prompts = draw_prompts(o, o.models.front().config);
+  const std::vector<int32_t> prompts = draw_bench_prompts(
+      o.token_file, o.token_dtype, o.batch, o.prompt_tokens, o.models.front().config, o.seed);
   std::vector<BenchResult> results(o.models.size());
   if (o.interleave) bench_interleaved(results, o, prompts, machine);
   for (int round = 0; round < (o.interleave ? 0 : o.rounds); ++round)

@@ -45,6 +45,12 @@ struct GenerateBenchOptions {
 
 void run_generate_bench(const GenerateBenchOptions& options);
 
+// `count` prompts of P tokens: seeded random windows of a token file (dtype from
+// `token_dtype`, else the folder's meta.json, else uint16), or random ids below EOS when
+// `token_file` is empty. UserError when the file is short or holds PAD or PREDICT.
+std::vector<int32_t> draw_bench_prompts(const std::string& token_file, const std::string& token_dtype,
+                                        int64_t count, int64_t P, const ModelConfig& c, uint64_t seed);
+
 // Copy bandwidth of this process's threads in bytes/s (bytes read + bytes written, as STREAM
 // counts a copy), the best of a few copies of a buffer far larger than the caches.
 double measure_copy_bandwidth();

@@ -1,16 +1,117 @@
 #include "bench/attention_bench.h"
 #include "bench/bench.h"
 #include "bench/generate_bench.h"
+#include "bench/serve_bench.h"
 #include "cli/commands.h"
 #include "cli/model_files.h"
 #include "model/config.h"
 #include "model/family.h"
+#include "serve/server.h"
 #include "util/error.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 namespace sps::cli {
+namespace {
+
+struct ServeBenchArgs {
+  std::string url;
+  std::vector<std::string> checkpoints;
+  std::string tokenizer;
+  int64_t prompt_tokens = 256, parallel = 0;
+  std::string token_file, token_dtype;
+  uint64_t seed = 1337;
+  bool json = false;
+  ServeLoadOptions load;
+};
+
+// Prompts of ids the model knows: the checkpoint's config, or GPT-2's ids for a URL.
+std::vector<std::vector<int32_t>> serve_bench_prompts(const ServeBenchArgs& a, const ModelConfig& c) {
+  const int64_t count = std::min<int64_t>(a.load.requests, 1024), P = a.prompt_tokens;
+  const std::vector<int32_t> flat = draw_bench_prompts(a.token_file, a.token_dtype, count, P, c, a.seed);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t i = 0; i < count; ++i) prompts.emplace_back(flat.begin() + i * P, flat.begin() + (i + 1) * P);
+  return prompts;
+}
+
+void run_serve_bench(ServeBenchArgs& a) {
+  if (a.url.empty() == a.checkpoints.empty()) fail("bench serve: give --url or --checkpoint");
+  if (!a.json)
+    fmt::print("serve: {} clients, {} streamed completions of P={} prompt tokens ({}) and N={} new "
+               "tokens (greedy, EOS ignored)\n{:<22} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}\n",
+               a.load.clients, a.load.requests, a.prompt_tokens,
+               a.token_file.empty() ? "random ids" : "windows of " + a.token_file, a.load.new_tokens,
+               "server", "completed", "failed", "req/s", "out tok/s", "TTFT p50", "TTFT p99",
+               "ITL p50", "ITL p99");
+  if (!a.url.empty()) {
+    // host:port, with or without http://
+    std::string rest = a.url.rfind("http://", 0) == 0 ? a.url.substr(7) : a.url;
+    while (!rest.empty() && rest.back() == '/') rest.pop_back();
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size() ||
+        rest.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+      fail("--url {}: expected http://HOST:PORT", a.url);
+    a.load.host = rest.substr(0, colon);
+    a.load.port = std::stoi(rest.substr(colon + 1));
+    a.load.prompts = serve_bench_prompts(a, ModelConfig{});
+    print_serve_load(a.url, a.load, run_serve_load(a.load), a.json);
+  }
+  for (const std::string& checkpoint : a.checkpoints) {
+    const LoadedModel loaded = load_model(checkpoint, "", "");
+    const BpeTokenizer tokenizer = load_tokenizer(a.tokenizer, loaded);
+    const ModelConfig& c = loaded.model->config();
+    if (a.prompt_tokens + a.load.new_tokens > c.block_size)
+      fail("bench serve: --prompt-tokens + --new-tokens {} exceeds {}'s context of {}",
+           a.prompt_tokens + a.load.new_tokens, checkpoint, c.block_size);
+    serve::ServerOptions server_options;
+    server_options.scheduler.rows = a.parallel > 0 ? a.parallel : a.load.clients;
+    server_options.scheduler.context = c.block_size;
+    server_options.scheduler.queue_limit = a.load.requests;
+    server_options.max_connections = a.load.clients + 4;
+    serve::Server server(*loaded.model, tokenizer, server_options);
+    a.load.host = "127.0.0.1";
+    a.load.port = server.bind();
+    std::thread listener([&] { server.listen(); });
+    a.load.prompts = serve_bench_prompts(a, c);
+    const ServeLoadResult result = run_serve_load(a.load);
+    server.shutdown(std::chrono::milliseconds(1000));
+    listener.join();
+    print_serve_load(fmt::format("{} ({} rows)", c.family, server_options.scheduler.rows), a.load,
+                     result, a.json);
+  }
+}
+
+void register_serve_bench(CLI::App* bench) {
+  auto* cmd = bench->add_subcommand(
+      "serve", "a bounded load on an OpenAI-style server: sps serve in this process, or any --url");
+  static ServeBenchArgs a;
+  cmd->add_option("--url", a.url, "a running server, http://HOST:PORT (e.g. llama-server)");
+  cmd->add_option("--checkpoint", a.checkpoints,
+                  "checkpoint or run folder(s): each is served in this process on a free loopback port");
+  cmd->add_option("--tokenizer", a.tokenizer, "for --checkpoint: as for sps serve (default: the one its config names)");
+  cmd->add_option("--clients", a.load.clients, "concurrent clients, each with its own connection")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--requests", a.load.requests, "completions in all")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--prompt-tokens", a.prompt_tokens, "P, prompt tokens per request")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--new-tokens", a.load.new_tokens, "N, tokens generated per request")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--parallel", a.parallel, "decode rows of the server started here (default: --clients)")
+      ->check(CLI::Range(int64_t(0), int64_t(4096)));
+  cmd->add_option("--tokens", a.token_file, "token file to draw prompts from (default: random ids)");
+  cmd->add_option("--token-dtype", a.token_dtype, "uint16 | uint32 (default: meta.json's)");
+  cmd->add_option("--seed", a.seed, "prompt windows");
+  cmd->add_flag("--json", a.json, "one JSON object per server");
+  cmd->callback([] { run_serve_bench(a); });
+}
+
+}  // namespace
 
 void register_bench(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "measure kernels and training steps");
@@ -138,6 +239,8 @@ void register_bench(CLI::App& app) {
     }
     run_generate_bench(gen);
   });
+
+  register_serve_bench(bench);
 }
 
 }  // namespace sps::cli

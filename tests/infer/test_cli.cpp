@@ -231,5 +231,22 @@ TEST(BenchGenerateCli, CheckpointFoldersAsEveryCommandTakesThem) {
   EXPECT_NE(out.find("neither a checkpoint folder (model.safetensors) nor a run folder"), std::string::npos) << out;
 }
 
+// `sps bench serve` serves the checkpoint in its own process and every streamed request
+// completes with its N tokens; a bad --url is one line and status 2.
+TEST(BenchServeCli, EveryRequestCompletes) {
+  Fixture f;
+  std::string out;
+  const std::string bench = quote(kSps) + " bench serve --clients 2 --requests 3 --prompt-tokens 4 --new-tokens 3 ";
+  ASSERT_EQ(run_command(bench + "--json " + f.base() + " 2>&1", &out), 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["completed"], 3) << out;
+  EXPECT_EQ(j["failed"], 0) << out;
+  EXPECT_GT(j["output_tokens_per_second"].get<double>(), 0) << out;
+  EXPECT_GT(j["inter_token_latency_p50_ms"].get<double>(), 0) << out;
+  EXPECT_EQ(run_command(bench + "--url localhost 2>&1", &out), 2);
+  EXPECT_NE(out.find("--url localhost: expected http://HOST:PORT"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace sps::testing
