@@ -58,7 +58,9 @@ void run_serve_bench(ServeBenchArgs& a) {
       fail("--url {}: expected http://HOST:PORT", a.url);
     a.load.host = rest.substr(0, colon);
     a.load.port = std::stoi(rest.substr(colon + 1));
-    a.load.prompts = serve_bench_prompts(a, ModelConfig{});
+    ModelConfig gpt2;  // the default special ids are GPT-2's; its vocabulary padded to 64
+    gpt2.vocab_size = 50304;
+    a.load.prompts = serve_bench_prompts(a, gpt2);
     print_serve_load(a.url, a.load, run_serve_load(a.load), a.json);
   }
   for (const std::string& checkpoint : a.checkpoints) {
@@ -90,7 +92,8 @@ void register_serve_bench(CLI::App* bench) {
   auto* cmd = bench->add_subcommand(
       "serve", "a bounded load on an OpenAI-style server: sps serve in this process, or any --url");
   static ServeBenchArgs a;
-  cmd->add_option("--url", a.url, "a running server, http://HOST:PORT (e.g. llama-server)");
+  cmd->add_option("--url", a.url,
+                  "a running server, http://HOST:PORT (e.g. llama-server); prompts are GPT-2 ids");
   cmd->add_option("--checkpoint", a.checkpoints,
                   "checkpoint or run folder(s): each is served in this process on a free loopback port");
   cmd->add_option("--tokenizer", a.tokenizer, "for --checkpoint: as for sps serve (default: the one its config names)");
