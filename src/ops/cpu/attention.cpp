@@ -151,9 +151,9 @@ int64_t forward_tile(T* out, T* lse, const HeadView<T>& view, const AttentionLay
                      int64_t h, int64_t stream, int64_t i0) {
   const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_;
   TileScratch<T>& scratch = thread_scratch<T>();
-  T* qt = scratch.qt.get(D * kTile);       // [D, kTile]
-  T* st = scratch.st.get(kChunk * kTile);  // [chunk, kTile]
-  T* ot = scratch.ot.get(D * kTile);       // [D, kTile] unnormalised output
+  T* qt = scratch.qt.get(D * kTile);                   // [D, kTile]
+  T* st = scratch.st.get(kAttentionKeyChunk * kTile);  // [chunk, kTile]
+  T* ot = scratch.ot.get(D * kTile);                   // [D, kTile] unnormalised output
   alignas(64) T m[kTile], l[kTile], alpha[kTile];
   TileLanes<T> lanes;
   const TileGeometry g = make_tile(L, b, stream, i0, lanes);
@@ -172,8 +172,8 @@ int64_t forward_tile(T* out, T* lse, const HeadView<T>& view, const AttentionLay
     pairs += rows * (range.end - range.begin);
     const int64_t unwindowed_from = set_key_bounds(L, g, key_stream, lanes);
     const int64_t causal_to = g.i0 - (key_stream <= stream ? 0 : 1);
-    for (int64_t j0 = range.begin; j0 < range.end; j0 += kChunk) {
-      const int64_t n = std::min(kChunk, range.end - j0);
+    for (int64_t j0 = range.begin; j0 < range.end; j0 += kAttentionKeyChunk) {
+      const int64_t n = std::min(kAttentionKeyChunk, range.end - j0);
       const int64_t key_row = key_stream * T_ + j0;
       // St = K·(scale·Qᵀ)
       tile_product<T, false>(st, kTile, view.k + key_row * D, D, qt, kTile, n, kTile, D,
@@ -208,13 +208,13 @@ void backward_tile(T* dqkv, T* dkv, const T* dout, const HeadView<T>& view, cons
   constexpr int W = kLanes<T>;
   const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_, hd = L.heads * D;
   TileScratch<T>& scratch = thread_scratch<T>();
-  T* qt = scratch.qt.get(D * kTile);         // [D, kTile]  scale·Qᵀ
-  T* qs = scratch.qs.get(kTile * D);         // [kTile, D]  scale·Q
-  T* dot = scratch.dot.get(D * kTile);       // [D, kTile]  dOᵀ
-  T* dos = scratch.dos.get(kTile * D);       // [kTile, D]  dO
-  T* st = scratch.st.get(kChunk * kTile);    // [chunk, kTile]  P
-  T* dpt = scratch.dpt.get(kChunk * kTile);  // [chunk, kTile]  dP, then dS
-  T* dqt = scratch.ot.get(D * kTile);        // [D, kTile]  Σ Kᵀ·dS
+  T* qt = scratch.qt.get(D * kTile);                     // [D, kTile]  scale·Qᵀ
+  T* qs = scratch.qs.get(kTile * D);                     // [kTile, D]  scale·Q
+  T* dot = scratch.dot.get(D * kTile);                   // [D, kTile]  dOᵀ
+  T* dos = scratch.dos.get(kTile * D);                   // [kTile, D]  dO
+  T* st = scratch.st.get(kAttentionKeyChunk * kTile);    // [chunk, kTile]  P
+  T* dpt = scratch.dpt.get(kAttentionKeyChunk * kTile);  // [chunk, kTile]  dP, then dS
+  T* dqt = scratch.ot.get(D * kTile);                    // [D, kTile]  Σ Kᵀ·dS
   alignas(64) T row_lse[kTile], row_delta[kTile];
   TileLanes<T> lanes;
   const TileGeometry g = make_tile(L, b, stream, i0, lanes);
@@ -246,8 +246,8 @@ void backward_tile(T* dqkv, T* dkv, const T* dout, const HeadView<T>& view, cons
     if (range.end <= range.begin) continue;
     const int64_t unwindowed_from = set_key_bounds(L, g, key_stream, lanes);
     const int64_t causal_to = g.i0 - (key_stream <= stream ? 0 : 1);
-    for (int64_t j0 = range.begin; j0 < range.end; j0 += kChunk) {
-      const int64_t n = std::min(kChunk, range.end - j0);
+    for (int64_t j0 = range.begin; j0 < range.end; j0 += kAttentionKeyChunk) {
+      const int64_t n = std::min(kAttentionKeyChunk, range.end - j0);
       const int64_t key_row = key_stream * T_ + j0;
       const T* k = view.k + key_row * D;
       const T* v = view.v + key_row * D;
