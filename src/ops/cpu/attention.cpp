@@ -150,7 +150,7 @@ template <typename T>
 int64_t forward_tile(T* out, T* lse, const HeadView<T>& view, const AttentionLayout& L, int64_t b,
                      int64_t h, int64_t stream, int64_t i0) {
   const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_;
-  TileScratch<T>& scratch = thread_scratch<T>();
+  TileScratch<T>& scratch = thread_tile_scratch<T>();
   T* qt = scratch.qt.get(D * kTile);                   // [D, kTile]
   T* st = scratch.st.get(kAttentionKeyChunk * kTile);  // [chunk, kTile]
   T* ot = scratch.ot.get(D * kTile);                   // [D, kTile] unnormalised output
@@ -207,7 +207,7 @@ void backward_tile(T* dqkv, T* dkv, const T* dout, const HeadView<T>& view, cons
   using V = typename Simd<T>::V;
   constexpr int W = kLanes<T>;
   const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_, hd = L.heads * D;
-  TileScratch<T>& scratch = thread_scratch<T>();
+  TileScratch<T>& scratch = thread_tile_scratch<T>();
   T* qt = scratch.qt.get(D * kTile);                     // [D, kTile]  scale·Qᵀ
   T* qs = scratch.qs.get(kTile * D);                     // [kTile, D]  scale·Q
   T* dot = scratch.dot.get(D * kTile);                   // [D, kTile]  dOᵀ
@@ -316,7 +316,7 @@ int64_t attention_forward(T* out, T* lse, const T* qkv, const AttentionLayout& l
   int64_t pairs = 0;
 #pragma omp parallel reduction(+ : pairs) if (parallel)
   {
-    TileScratch<T>& scratch = thread_scratch<T>();
+    TileScratch<T>& scratch = thread_tile_scratch<T>();
     scratch.reserve(D);
     T* kv = scratch.head_kv.get(2 * S * D);
 #pragma omp for schedule(dynamic, 1)
@@ -358,7 +358,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
   // tiles needs no synchronisation. K, V and dK, dV live packed in the thread's scratch.
 #pragma omp parallel if (worth_parallel(layout))
   {
-    TileScratch<T>& scratch = thread_scratch<T>();
+    TileScratch<T>& scratch = thread_tile_scratch<T>();
     scratch.reserve(D);
     T* kv = scratch.head_kv.get(2 * S * D);
     T* dkv = scratch.head_dkv.get(2 * S * D);

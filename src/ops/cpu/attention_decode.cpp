@@ -216,7 +216,7 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
   const T* persistent_vb = persistent_v + (b * H + h) * L.persistent_capacity * D;
   const int64_t r_block = (b * H + h) * L.ring_capacity * D;
   const T* rows = qkv + b * K * Q * row_ld + h * D;  // query row 0 of head h
-  TileScratch<T>& scratch = tiles::thread_scratch<T>();
+  TileScratch<T>& scratch = tiles::thread_tile_scratch<T>();
   T* qt = scratch.qt.get(D * kTile);
   T* st = scratch.st.get(kDecodeKeyChunk * kTile);
   T* ot = scratch.ot.get(D * kTile);

@@ -129,7 +129,7 @@ struct TileScratch {
   }
 };
 template <typename T>
-TileScratch<T>& thread_scratch() {
+TileScratch<T>& thread_tile_scratch() {
   thread_local TileScratch<T> scratch;
   return scratch;
 }
