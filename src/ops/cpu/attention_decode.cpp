@@ -18,6 +18,7 @@
 
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/cpu_common.h"
+#include "ops/cpu/ring_split.h"
 #include "ops/ops.h"
 #include "util/error.h"
 
@@ -171,11 +172,12 @@ void decode_head(T* out, const T* qkv, const T* persistent_k, const T* persisten
                 k.persistent_end - k.persistent_begin, D);
     if (k.ring == ring_len) {  // the whole ring (every decode step): one run, any order
       absorb_rows(s, ring_k + r_block * D, ring_v + r_block * D, D, ring_len, D);
-    } else if (k.ring > 0) {   // the newest k.ring rows: those before ring_next, then the top
-      const int64_t low = std::max<int64_t>(0, ring_next - k.ring), wrapped = k.ring - (ring_next - low);
-      absorb_rows(s, ring_k + (r_block + low) * D, ring_v + (r_block + low) * D, D, ring_next - low, D);
-      const int64_t top = r_block + L.ring_capacity - wrapped;
-      absorb_rows(s, ring_k + top * D, ring_v + top * D, D, wrapped, D);
+    } else if (k.ring > 0) {  // the newest k.ring rows: those below ring_next, then the top
+      const cpu::RingSplit split = cpu::split_ring(ring_next, k.ring, L.ring_capacity);
+      for (const cpu::RowRun& run : {split.below, split.wrapped}) {
+        const int64_t row = r_block + run.first;
+        absorb_rows(s, ring_k + row * D, ring_v + row * D, D, run.count, D);
+      }
     }
     // The chunk's earlier tokens: their persistent rows, then (Q = 2) their windowed rows.
     const T* p_key = chunk + k.chunk_persistent_begin * token_ld + persistent_row * 3 * HD + HD;
@@ -267,13 +269,13 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
         lanes.key_lo[r] = Int(1 - keys[r].ring);
         lanes.key_hi[r] = 0;
       }
-      const int64_t low = std::max<int64_t>(0, ring_next - first_keys.ring);
-      const int64_t wrapped = first_keys.ring - (ring_next - low);
-      absorb_keys(ring_k + r_block + low * D, ring_v + r_block + low * D, D, low - ring_next + 1,
-                  ring_next - low);
-      const int64_t top = L.ring_capacity - wrapped;
-      absorb_keys(ring_k + r_block + top * D, ring_v + r_block + top * D, D,
-                  top - L.ring_capacity - ring_next + 1, wrapped);
+      const cpu::RingSplit split = cpu::split_ring(ring_next, first_keys.ring, L.ring_capacity);
+      for (const cpu::RowRun& run : {split.below, split.wrapped}) {
+        if (run.count == 0) continue;
+        const int64_t at = r_block + run.first * D;
+        absorb_keys(ring_k + at, ring_v + at, D,
+                    -cpu::ring_age(run.first, ring_next, L.ring_capacity), run.count);
+      }
     }
 
     // The chunk's tokens u before each row's token within its reach, and the row's own key
