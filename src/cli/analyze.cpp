@@ -62,7 +62,7 @@ class ProgressLine {
   ~ProgressLine() {
     if (live_ && shown_) std::fprintf(stderr, "\r\033[K");
   }
-  analysis::Progress fn() {
+  ProgressCallback fn() {
     return [this](int64_t done, int64_t total) { show(done, total); };
   }
 

@@ -74,7 +74,7 @@ class ProgressBar {
     std::fflush(stderr);
     shown_ = true;
   }
-  eval::Progress fn() {
+  ProgressCallback fn() {
     return [this](int64_t d, int64_t t) { (*this)(d, t); };
   }
 

@@ -32,12 +32,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // ---- output ----------------------------------------------------------------------------
-std::string rate_text(double per_second) {
-  if (per_second >= 1e6) return fmt::format("{:.2f}M", per_second / 1e6);
-  if (per_second >= 1e3) return fmt::format("{:.1f}k", per_second / 1e3);
-  return fmt::format("{:.0f}", per_second);
-}
-
 // Plain lines on stdout, and a progress line redrawn on stderr when it is a terminal.
 class Console {
  public:
@@ -106,7 +100,7 @@ std::string named_checkpoint(int64_t tokens) { return fmt::format("tokens_{:012}
 
 double pooled_nll(Model<float>& model, const TokenFile& file, const std::vector<int64_t>& starts,
                   int64_t micro_batch, std::vector<int32_t>& x, std::vector<int32_t>& y,
-                  std::vector<int32_t>& row, const std::function<void(int64_t, int64_t)>& progress) {
+                  std::vector<int32_t>& row, const ProgressCallback& progress) {
   const int64_t T = model.config().block_size, V = model.config().vocab_size;
   double nll_sum = 0;
   int64_t kept = 0;
