@@ -44,6 +44,13 @@ inline ProgressOptions progress_in(std::string unit, bool quiet = false) {
   return options;
 }
 
+// Progress counted in bytes, shown in MB.
+inline ProgressOptions progress_in_bytes() {
+  ProgressOptions options;
+  options.bytes = true;
+  return options;
+}
+
 // Not thread-safe: callers on several threads serialise their calls.
 class ProgressReporter {
  public:
