@@ -63,7 +63,7 @@ class CurveSums {
 template <typename T>
 GradientRoutingResult measure_gradient_routing(Model<T>& model, const Sequences& seqs,
                                                const GradientRoutingOptions& options,
-                                               const Progress& progress) {
+                                               const ProgressCallback& progress) {
   const int64_t W = seqs.length, n = int64_t(seqs.tokens.size());
   GradientRoutingResult r;
   r.window = W;
@@ -128,9 +128,9 @@ GradientRoutingResult measure_gradient_routing(Model<T>& model, const Sequences&
 
 template GradientRoutingResult measure_gradient_routing<float>(Model<float>&, const Sequences&,
                                                                const GradientRoutingOptions&,
-                                                               const Progress&);
+                                                               const ProgressCallback&);
 template GradientRoutingResult measure_gradient_routing<double>(Model<double>&, const Sequences&,
                                                                 const GradientRoutingOptions&,
-                                                                const Progress&);
+                                                                const ProgressCallback&);
 
 }  // namespace sps::analysis

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "analysis/documents.h"
-#include "analysis/progress.h"
 #include "model/model.h"
+#include "util/progress.h"
 
 namespace sps::analysis {
 
@@ -49,6 +49,6 @@ struct GradientRoutingResult {
 template <typename T>
 GradientRoutingResult measure_gradient_routing(Model<T>& model, const Sequences& seqs,
                                                const GradientRoutingOptions& options,
-                                               const Progress& progress = {});
+                                               const ProgressCallback& progress = {});
 
 }  // namespace sps::analysis

@@ -34,7 +34,7 @@ double PersistentWindowResult::mean_baseline(int64_t begin, int64_t end) const {
 template <typename T>
 PersistentWindowResult measure_persistent_window(Model<T>& baseline, Model<T>& forced,
                                                  const Sequences& seqs, int64_t batch,
-                                                 const Progress& progress) {
+                                                 const ProgressCallback& progress) {
   SPS_ASSERT(baseline.config().persistent_key_window < 0 &&
              forced.config().persistent_key_window >= 0 && batch > 0);
   const int64_t L = seqs.length, n = int64_t(seqs.tokens.size());
@@ -82,9 +82,9 @@ PersistentWindowResult measure_persistent_window(Model<T>& baseline, Model<T>& f
 
 template PersistentWindowResult measure_persistent_window<float>(Model<float>&, Model<float>&,
                                                                  const Sequences&, int64_t,
-                                                                 const Progress&);
+                                                                 const ProgressCallback&);
 template PersistentWindowResult measure_persistent_window<double>(Model<double>&, Model<double>&,
                                                                   const Sequences&, int64_t,
-                                                                  const Progress&);
+                                                                  const ProgressCallback&);
 
 }  // namespace sps::analysis

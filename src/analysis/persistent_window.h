@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "analysis/documents.h"
-#include "analysis/progress.h"
 #include "model/model.h"
+#include "util/progress.h"
 
 namespace sps::analysis {
 
@@ -32,6 +32,6 @@ struct PersistentWindowResult {
 template <typename T>
 PersistentWindowResult measure_persistent_window(Model<T>& baseline, Model<T>& forced,
                                                  const Sequences& seqs, int64_t batch,
-                                                 const Progress& progress = {});
+                                                 const ProgressCallback& progress = {});
 
 }  // namespace sps::analysis

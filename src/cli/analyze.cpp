@@ -3,9 +3,6 @@
 // The analyses of docs/model.md §9 on trained checkpoints: persistent-window ΔNLL (the same documents
 // with and without the persistent-key window ω) and gradient routing (future-loss gradient
 // at each stream's slots). JSON results and a gnuplot figure; see docs/analysis.md.
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -25,13 +22,13 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/gnuplot.h"
+#include "util/progress.h"
 #include "util/yaml_config.h"
 
 namespace sps::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 // Flags both analyses share.
 struct CommonArgs {
@@ -51,35 +48,6 @@ struct PersistentWindowArgs {
 struct GradientArgs {
   CommonArgs common;
   int64_t window = 1024, target_begin = 64, target_end = 512, max_k = 512;
-};
-
-// One line redrawn on stderr when it is a terminal: done/total, rate and time left.
-class ProgressLine {
- public:
-  ProgressLine(std::string label, std::string unit, bool enabled)
-      : label_(std::move(label)), unit_(std::move(unit)),
-        live_(enabled && ::isatty(STDERR_FILENO)), t0_(Clock::now()) {}
-  ~ProgressLine() {
-    if (live_ && shown_) std::fprintf(stderr, "\r\033[K");
-  }
-  analysis::Progress fn() {
-    return [this](int64_t done, int64_t total) { show(done, total); };
-  }
-
- private:
-  void show(int64_t done, int64_t total) {
-    if (!live_) return;
-    const double secs = std::chrono::duration<double>(Clock::now() - t0_).count();
-    const double rate = secs > 0 ? double(done) / secs : 0;
-    const double left = rate > 0 ? double(total - done) / rate : 0;
-    std::fprintf(stderr, "\r\033[K%s: %lld/%lld %s  %.2f/s  ETA %.0f s", label_.c_str(),
-                 (long long)done, (long long)total, unit_.c_str(), rate, left);
-    std::fflush(stderr);
-    shown_ = true;
-  }
-  std::string label_, unit_;
-  bool live_, shown_ = false;
-  Clock::time_point t0_;
 };
 
 void note(const CommonArgs& a, const std::string& text) {
@@ -221,8 +189,9 @@ void run_persistent_window(const PersistentWindowArgs& a) {
     Model<float> baseline(base_config), forced(forced_config);
     load_weights(ck.weights_path, baseline.params(), baseline.weights());
     std::copy(baseline.weights(), baseline.weights() + baseline.params().total(), forced.weights());
-    ProgressLine bar(ck.label, "sequences", !c.quiet);
-    const auto r = analysis::measure_persistent_window(baseline, forced, seqs, c.batch, bar.fn());
+    ProgressReporter progress(ck.label, progress_in("sequences", c.quiet));
+    const auto r =
+        analysis::measure_persistent_window(baseline, forced, seqs, c.batch, progress.callback());
     nlohmann::ordered_json entry = model_json(ck);
     entry.update(analysis::persistent_window_json(r, a.bin_width));
     results["models"].push_back(entry);
@@ -292,8 +261,8 @@ void run_gradients(const GradientArgs& a) {
   for (const auto& ck : checkpoints) {
     Model<float> model(ck.config);
     load_weights(ck.weights_path, model.params(), model.weights());
-    ProgressLine bar(ck.label, "backwards", !c.quiet);
-    const auto r = analysis::measure_gradient_routing(model, seqs, options, bar.fn());
+    ProgressReporter progress(ck.label, progress_in("backwards", c.quiet));
+    const auto r = analysis::measure_gradient_routing(model, seqs, options, progress.callback());
     nlohmann::ordered_json entry = model_json(ck);
     entry.update(analysis::gradient_routing_json(r));
     results["models"].push_back(entry);

@@ -1,8 +1,6 @@
 // sps data prepare: text files, folders and JSON Lines -> train.bin, val.bin, meta.json.
 #include <fmt/format.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -13,8 +11,8 @@
 #include "cli/commands.h"
 #include "data/prepare.h"
 #include "tokenizer/bpe.h"
-#include "util/duration_text.h"
 #include "util/error.h"
+#include "util/progress.h"
 #include "util/stop_signals.h"
 
 namespace sps::cli {
@@ -35,22 +33,25 @@ void run_prepare(PrepareArgs args) {
   args.options.dtype = args.dtype == "uint32" ? TokenDType::uint32 : TokenDType::uint16;
   std::optional<BpeTokenizer> tokenizer;  // loaded by prepare_data while it starts reading
 
-  // A progress line on a terminal only; nothing when stderr is a file or a pipe.
-  const bool tty = ::isatty(STDERR_FILENO);
-  double last_print = -1;
-  if (tty) {
-    args.options.progress = [&](const PrepareProgress& p) {
-      if (p.seconds - last_print < 0.25) return;
-      last_print = p.seconds;
-      const double fraction = p.file_bytes_total ? double(p.file_bytes_done) / p.file_bytes_total : 0;
-      const std::string eta =
-          fraction > 0 && fraction < 1 ? duration_text(p.seconds / fraction * (1 - fraction)) : "-";
-      std::fprintf(stderr, "\r%5.1f%%  %.1f MB/s  %llu documents  %llu tokens  ETA %s   ",
-                   100 * fraction, p.text_bytes / 1e6 / std::max(1e-9, p.seconds),
-                   static_cast<unsigned long long>(p.documents),
-                   static_cast<unsigned long long>(p.tokens), eta.c_str());
-    };
-  }
+  // Reading and encoding by input bytes, then the shuffle's write-out by buckets.
+  ProgressReporter reading("prepare", progress_in_bytes());
+  std::optional<ProgressReporter> shuffling;
+  args.options.progress = [&](const PrepareProgress& p) {
+    if (p.buckets == 0) {
+      reading.update(int64_t(p.file_bytes_done), int64_t(p.file_bytes_total),
+                     fmt::format("{} documents, {} tokens", p.documents, p.tokens));
+      return;
+    }
+    if (!shuffling) {
+      reading.finish();
+      shuffling.emplace("shuffle", progress_in("buckets"));
+    }
+    shuffling->update(p.buckets_written, p.buckets);
+  };
+  const auto finish_progress = [&] {
+    reading.finish();
+    shuffling.reset();
+  };
   // SIGINT/SIGTERM stop at the next batch: the run's files are removed, then the process
   // ends by the signal as before.
   const StopSignals signals;
@@ -61,13 +62,10 @@ void run_prepare(PrepareArgs args) {
       return tokenizer.emplace(BpeTokenizer::load(args.tokenizer));
     });
   } catch (const Interrupted&) {
-    if (tty && last_print >= 0) std::fprintf(stderr, "\n");
+    finish_progress();
     signals.die_by_signal();
-  } catch (...) {
-    if (tty && last_print >= 0) std::fprintf(stderr, "\n");
-    throw;
   }
-  if (tty && last_print >= 0) std::fprintf(stderr, "\n");
+  finish_progress();
   std::fprintf(stderr,
                "sps: %s: train %llu documents, %llu tokens; val %llu documents, %llu tokens "
                "(%s, %s, %s); %zu files, %.1f MB in %.1f s (%.1f MB/s, %d thread%s)\n",

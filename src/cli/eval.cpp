@@ -4,8 +4,6 @@
 // windows), `corpus:NAME=PATH` (rolling NLL, nats per whitespace word), and the zero-shot
 // tasks arc_easy, hellaswag, piqa, sciq, lambada_openai (files given with --task-file
 // NAME=PATH) and the local suite's cloze and continuation. See docs/evaluation.md.
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +28,7 @@
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/progress.h"
 #include "util/yaml_config.h"
 
 namespace sps::cli {
@@ -52,37 +51,6 @@ struct EvalArgs {
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-// A progress bar with the rate in `unit`s per second, redrawn on stderr when it is a terminal.
-class ProgressBar {
- public:
-  ProgressBar(std::string label, std::string unit, bool enabled)
-      : label_(std::move(label)), unit_(std::move(unit)), live_(enabled && ::isatty(STDERR_FILENO)),
-        t0_(Clock::now()) {}
-  ~ProgressBar() {
-    if (live_ && shown_) std::fprintf(stderr, "\r\033[K");
-  }
-  void operator()(int64_t done, int64_t total) {
-    if (!live_) return;
-    const int width = 30;
-    const int fill = total > 0 ? int(double(width) * double(done) / double(total)) : width;
-    const double seconds = seconds_since(t0_);
-    std::fprintf(stderr, "\r\033[K%-16s [%s%s] %lld/%lld  %.1f s  %.1f %s/s", label_.c_str(),
-                 std::string(size_t(fill), '#').c_str(), std::string(size_t(width - fill), ' ').c_str(),
-                 (long long)done, (long long)total, seconds,
-                 seconds > 0 ? double(done) / seconds : 0.0, unit_.c_str());
-    std::fflush(stderr);
-    shown_ = true;
-  }
-  eval::Progress fn() {
-    return [this](int64_t d, int64_t t) { (*this)(d, t); };
-  }
-
- private:
-  std::string label_, unit_;
-  bool live_, shown_ = false;
-  Clock::time_point t0_;
-};
 
 // The recipe's data and validation settings when the config is a whole training recipe; a
 // bare model config has none, and a recipe with an error is reported, not ignored.
@@ -113,10 +81,10 @@ ValResult run_val(Model<float>& model, const std::string& path, const std::strin
     fail("{}: {} tokens, fewer than one window of block_size + 1 = {}", path, file.size(), T + 1);
   const auto starts = validation_windows(file.size(), T, total_tokens, seed);
   std::vector<int32_t> x(size_t(batch * T)), y(size_t(batch * T)), row(size_t(T + 1));
-  ProgressBar bar("val", "windows", !quiet);
+  ProgressReporter progress("val", progress_in("windows", quiet));
   const auto t0 = Clock::now();
   model.reserve(batch, T, /*training=*/false);
-  const double nll = pooled_nll(model, file, starts, batch, x, y, row, bar.fn());
+  const double nll = pooled_nll(model, file, starts, batch, x, y, row, progress.callback());
   ValResult v;
   v.path = path;
   v.seconds = seconds_since(t0);
@@ -262,9 +230,10 @@ void run_eval(const EvalArgs& a) {
       auto docs = eval::read_corpus(path);
       if (a.limit > 0 && int64_t(docs.size()) > a.limit) docs.resize(size_t(a.limit));
       if (a.corpus_bytes > 0) cap_corpus_bytes(docs, a.corpus_bytes);
-      ProgressBar bar("corpus " + name, "windows", !a.quiet);
+      ProgressReporter progress("corpus " + name, progress_in("windows", a.quiet));
       const auto t0 = Clock::now();
-      const eval::CorpusScore s = eval::score_corpus(model, tok(), docs, a.batch, bar.fn());
+      const eval::CorpusScore s =
+          eval::score_corpus(model, tok(), docs, a.batch, progress.callback());
       finite_or_fail(s.loglik, path + ": corpus log-likelihood");
       const double secs = seconds_since(t0);
       corpus_nll.push_back(s.nats_per_word());
@@ -285,8 +254,9 @@ void run_eval(const EvalArgs& a) {
                                    s.bits_per_byte(), s.documents)});
     } else {
       const eval::TaskData data = eval::load_task(t, task_files.at(t), a.limit);
-      ProgressBar bar(t, "items", !a.quiet);
-      const eval::TaskResult r = eval::run_task(model, tok(), data, a.batch, bar.fn(), scoring);
+      ProgressReporter progress(t, progress_in("items", a.quiet));
+      const eval::TaskResult r =
+          eval::run_task(model, tok(), data, a.batch, progress.callback(), scoring);
       const double acc = data.lambada ? r.acc : r.acc_norm;
       task_acc.push_back(acc);
       nlohmann::ordered_json j = {{"path", data.path}, {"items", r.items}};
@@ -363,7 +333,7 @@ void register_eval(CLI::App& app) {
                   "score only each corpus's first N bytes of text (cut at white space; 0 = all)");
   cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)")
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--quiet", a->quiet, "no progress bars");
+  cmd->add_flag("--quiet", a->quiet, "no progress lines");
   a->device = &add_device_option(cmd, "sps eval");
   cmd->callback([a] { run_eval(*a); });
 }

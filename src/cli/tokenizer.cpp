@@ -1,11 +1,10 @@
 // sps tokenizer encode|decode: inspect a tokenizer from the shell.
 #include <fmt/format.h>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/trainer.h"
 #include "util/error.h"
+#include "util/progress.h"
 #include "util/writer_lock.h"
 
 namespace sps::cli {
@@ -96,30 +96,34 @@ void run_train(const TrainArgs& args) {
   if (files.empty()) fail("no input files (check the paths and --include)");
   const int threads = args.threads > 0 ? args.threads
                                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const bool tty = ::isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  double last_print = -1;
+  // Counting pieces by input bytes (the files' sizes on disk), then merging by merges.
+  int64_t input_bytes = 0;
+  for (const std::string& file : files) {
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(file, ec);
+    if (!ec) input_bytes += int64_t(size);
+  }
+  ProgressReporter counting_progress("counting pieces", progress_in_bytes());
+  std::optional<ProgressReporter> merging_progress;  // from the last file counted on
   auto counting = [&](size_t done, size_t total, size_t bytes) {
-    if (!tty || (elapsed() - last_print < 0.2 && done != total)) return;
-    last_print = elapsed();
-    std::fprintf(stderr, "\rcounting pieces: %zu/%zu files, %.1f MB, %.1f MB/s   ", done, total,
-                 bytes / 1e6, bytes / 1e6 / std::max(1e-9, last_print));
+    counting_progress.update(int64_t(bytes), input_bytes, fmt::format("{}/{} files", done, total));
+    if (done == total) {
+      counting_progress.finish();
+      merging_progress.emplace("merging", progress_in("merges"));
+    }
   };
-  double merge_start = -1;
-  auto merging = [&](uint32_t done, uint32_t total) {
-    if (!tty) return;
-    if (merge_start < 0) merge_start = elapsed();
-    const double t = elapsed() - merge_start;
-    const double eta = done ? t / done * (total - done) : 0.0;
-    std::fprintf(stderr, "\rmerging: %u/%u merges, %.0f s, ETA %.0f s            ", done, total, t, eta);
+  auto merging = [&](int64_t done, int64_t total) {
+    if (merging_progress) merging_progress->update(done, total);
   };
   TrainReport report;
   std::vector<std::string> tokens =
       train_bpe_on_files(files, args.vocab_size, threads, &report, counting, merging);
-  if (tty) std::fprintf(stderr, "\n");
+  counting_progress.finish();
+  merging_progress.reset();
   const BpeTokenizer tokenizer = BpeTokenizer::from_ranks(std::move(tokens), args.out);
   tokenizer.save_rank_file(args.out);
   std::fprintf(stderr,

@@ -422,11 +422,19 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
       bytes.clear();
     };
     constexpr size_t kWriteBytes = size_t{8} << 20;
-    shuffler->finish([&](uint8_t val, std::string_view document) {
-      std::string& bytes = val ? val_bytes : train_bytes;
-      bytes.append(document);
-      write_out(val ? val_file : train_file, bytes, kWriteBytes);
-    });
+    const auto written = [&](int64_t done, int64_t buckets) {
+      progress.buckets_written = uint32_t(done);
+      progress.buckets = uint32_t(buckets);
+      progress.seconds = elapsed();
+      options.progress(progress);
+    };
+    shuffler->finish(
+        [&](uint8_t val, std::string_view document) {
+          std::string& bytes = val ? val_bytes : train_bytes;
+          bytes.append(document);
+          write_out(val ? val_file : train_file, bytes, kWriteBytes);
+        },
+        options.progress ? ProgressCallback(written) : ProgressCallback());
     write_out(train_file, train_bytes, 1);
     write_out(val_file, val_bytes, 1);
   }

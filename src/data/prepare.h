@@ -31,6 +31,7 @@ struct PrepareProgress {
   uint64_t file_bytes_done = 0, file_bytes_total = 0;  // on disk (compressed), for the ETA
   uint64_t text_bytes = 0;                             // decompressed bytes read
   uint64_t documents = 0, tokens = 0;                  // written so far
+  uint32_t buckets_written = 0, buckets = 0;           // the shuffle's write-out, after the input
   double seconds = 0;
 };
 

@@ -136,13 +136,15 @@ void DocumentShuffler::flush() {
   pending_bytes_ = 0;
 }
 
-void DocumentShuffler::finish(const std::function<void(uint8_t tag, std::string_view bytes)>& sink) {
+void DocumentShuffler::finish(const std::function<void(uint8_t tag, std::string_view bytes)>& sink,
+                              const ProgressCallback& progress) {
   flush();
   struct Record {
     size_t offset, size;
     uint8_t tag;
   };
   std::vector<Record> records;
+  if (progress) progress(0, buckets());
   for (uint32_t b = 0; b < buckets(); ++b) {
     std::string bytes = read_all(files_[b], folder_);
     // Frees the disk while later buckets are written out; a failure only keeps it longer.
@@ -161,6 +163,7 @@ void DocumentShuffler::finish(const std::function<void(uint8_t tag, std::string_
       const Record& r = records[i];
       sink(r.tag, std::string_view(bytes).substr(r.offset, r.size));
     }
+    if (progress) progress(b + 1, buckets());
   }
 }
 

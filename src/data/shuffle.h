@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/progress.h"
+
 namespace sps {
 
 // Buckets for `input_bytes` of input (on disk): one per `bucket_bytes`, between 1 and
@@ -36,7 +38,9 @@ class DocumentShuffler {
   // A document's bytes and a tag (which output it belongs to), in input order.
   void add(uint8_t tag, std::string_view bytes);
   // Hands every document on in the shuffled order; each bucket's file is emptied once read.
-  void finish(const std::function<void(uint8_t tag, std::string_view bytes)>& sink);
+  // `progress` gets (buckets done, buckets) before the first bucket and after each.
+  void finish(const std::function<void(uint8_t tag, std::string_view bytes)>& sink,
+              const ProgressCallback& progress = {});
 
   uint32_t buckets() const { return static_cast<uint32_t>(files_.size()); }
 

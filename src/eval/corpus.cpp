@@ -37,7 +37,7 @@ std::vector<CorpusDocument> read_corpus(const std::string& path, const std::stri
 template <typename T>
 CorpusScore score_corpus(Model<T>& model, const BpeTokenizer& tokenizer,
                          const std::vector<CorpusDocument>& docs, int64_t batch,
-                         const Progress& progress) {
+                         const ProgressCallback& progress) {
   CorpusScore score;
   std::vector<std::vector<int32_t>> tokens(docs.size());
 #pragma omp parallel for schedule(dynamic, 1)
@@ -58,9 +58,9 @@ CorpusScore score_corpus(Model<T>& model, const BpeTokenizer& tokenizer,
 
 template CorpusScore score_corpus<float>(Model<float>&, const BpeTokenizer&,
                                          const std::vector<CorpusDocument>&, int64_t,
-                                         const Progress&);
+                                         const ProgressCallback&);
 template CorpusScore score_corpus<double>(Model<double>&, const BpeTokenizer&,
                                           const std::vector<CorpusDocument>&, int64_t,
-                                          const Progress&);
+                                          const ProgressCallback&);
 
 }  // namespace sps::eval

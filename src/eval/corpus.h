@@ -24,6 +24,6 @@ std::vector<CorpusDocument> read_corpus(const std::string& path, const std::stri
 template <typename T>
 CorpusScore score_corpus(Model<T>& model, const BpeTokenizer& tokenizer,
                          const std::vector<CorpusDocument>& docs, int64_t batch,
-                         const Progress& progress = {});
+                         const ProgressCallback& progress = {});
 
 }  // namespace sps::eval

@@ -20,7 +20,8 @@ std::vector<RollingWindow> rolling_windows(int64_t n, int64_t context) {
 
 template <typename T>
 std::vector<double> rolling_logliks(Model<T>& model, const std::vector<std::vector<int32_t>>& docs,
-                                    int64_t context, int64_t batch, const Progress& progress) {
+                                    int64_t context, int64_t batch,
+                                    const ProgressCallback& progress) {
   const ModelConfig& cfg = model.config();
   if (context < 1 || context > cfg.block_size)
     fail("rolling context {} is outside [1, block_size = {}]", context, cfg.block_size);
@@ -75,10 +76,10 @@ std::vector<double> rolling_logliks(Model<T>& model, const std::vector<std::vect
 
 template std::vector<double> rolling_logliks<float>(Model<float>&,
                                                     const std::vector<std::vector<int32_t>>&,
-                                                    int64_t, int64_t, const Progress&);
+                                                    int64_t, int64_t, const ProgressCallback&);
 template std::vector<double> rolling_logliks<double>(Model<double>&,
                                                      const std::vector<std::vector<int32_t>>&,
-                                                     int64_t, int64_t, const Progress&);
+                                                     int64_t, int64_t, const ProgressCallback&);
 
 namespace {
 

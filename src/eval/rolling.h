@@ -8,12 +8,12 @@
 // Every token is scored exactly once; a document's log-likelihood is the sum. Windows of
 // all documents are batched; a short first window is left-padded with PAD (docs/model.md §4).
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "model/model.h"
+#include "util/progress.h"
 
 namespace sps::eval {
 
@@ -28,15 +28,13 @@ struct RollingWindow {
 // The windows of a document of n tokens (none when n = 0).
 std::vector<RollingWindow> rolling_windows(int64_t n, int64_t context);
 
-// Called with (windows done, windows total) after every batch.
-using Progress = std::function<void(int64_t, int64_t)>;
-
 // Summed natural-log likelihood of every document (0 for an empty one). `context` ≤ the
-// model's block_size; `batch` rows per forward.
+// model's block_size; `batch` rows per forward; `progress` gets (windows done, windows total)
+// after every batch.
 template <typename T>
 std::vector<double> rolling_logliks(Model<T>& model, const std::vector<std::vector<int32_t>>& docs,
                                     int64_t context, int64_t batch,
-                                    const Progress& progress = {});
+                                    const ProgressCallback& progress = {});
 
 // Pieces of Python's re.split(r"\s+", text): the number of maximal runs of white space
 // (Python's str.isspace set, UTF-8 decoded) plus one. So "" counts 1, " a" counts 2 (an

@@ -30,14 +30,15 @@ CutRequest cut_request(const Request& r, const ModelConfig& cfg) {
 
 template <typename T>
 std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& requests,
-                                  int64_t batch, Scoring scoring, const Progress& progress) {
+                                  int64_t batch, Scoring scoring,
+                                  const ProgressCallback& progress) {
   return scoring == Scoring::naive ? score_requests(model, requests, batch, progress)
                                    : score_requests_shared(model, requests, batch, progress);
 }
 
 template <typename T>
 std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& requests,
-                                  int64_t batch, const Progress& progress,
+                                  int64_t batch, const ProgressCallback& progress,
                                   int64_t logits_budget_bytes) {
   const ModelConfig& cfg = model.config();
   const int64_t V = cfg.vocab_size;
@@ -109,12 +110,12 @@ std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& r
 }
 
 template std::vector<Score> score_requests<float>(Model<float>&, const std::vector<Request>&,
-                                                  int64_t, const Progress&, int64_t);
+                                                  int64_t, const ProgressCallback&, int64_t);
 template std::vector<Score> score_requests<float>(Model<float>&, const std::vector<Request>&,
-                                                  int64_t, Scoring, const Progress&);
+                                                  int64_t, Scoring, const ProgressCallback&);
 template std::vector<Score> score_requests<double>(Model<double>&, const std::vector<Request>&,
-                                                   int64_t, Scoring, const Progress&);
+                                                   int64_t, Scoring, const ProgressCallback&);
 template std::vector<Score> score_requests<double>(Model<double>&, const std::vector<Request>&,
-                                                   int64_t, const Progress&, int64_t);
+                                                   int64_t, const ProgressCallback&, int64_t);
 
 }  // namespace sps::eval

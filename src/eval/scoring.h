@@ -52,7 +52,7 @@ CutRequest cut_request(const Request& request, const ModelConfig& config);
 // under `logits_budget_bytes`.
 template <typename T>
 std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& requests,
-                                  int64_t batch, const Progress& progress = {},
+                                  int64_t batch, const ProgressCallback& progress = {},
                                   int64_t logits_budget_bytes = int64_t(1) << 30);
 
 // Shared-context scoring (the same scores). `batch` prompts per prefill forward; extends run
@@ -60,12 +60,13 @@ std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& r
 // prompt caches held at once stay under `prompt_cache_bytes` (at least one prefill batch).
 template <typename T>
 std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Request>& requests,
-                                         int64_t batch, const Progress& progress = {},
+                                         int64_t batch, const ProgressCallback& progress = {},
                                          int64_t decode_rows = 0,
                                          int64_t prompt_cache_bytes = int64_t(256) << 20);
 
 template <typename T>
 std::vector<Score> score_requests(Model<T>& model, const std::vector<Request>& requests,
-                                  int64_t batch, Scoring scoring, const Progress& progress = {});
+                                  int64_t batch, Scoring scoring,
+                                  const ProgressCallback& progress = {});
 
 }  // namespace sps::eval

@@ -33,7 +33,7 @@ bool is_argmax(const T* row, int64_t V, int32_t target) {
 
 template <typename T>
 std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Request>& requests,
-                                         int64_t batch, const Progress& progress,
+                                         int64_t batch, const ProgressCallback& progress,
                                          int64_t decode_rows, int64_t prompt_cache_bytes) {
   const ModelConfig& cfg = model.config();
   const int64_t V = cfg.vocab_size;
@@ -199,9 +199,11 @@ std::vector<Score> score_requests_shared(Model<T>& model, const std::vector<Requ
 }
 
 template std::vector<Score> score_requests_shared<float>(Model<float>&, const std::vector<Request>&,
-                                                         int64_t, const Progress&, int64_t, int64_t);
+                                                         int64_t, const ProgressCallback&, int64_t,
+                                                         int64_t);
 template std::vector<Score> score_requests_shared<double>(Model<double>&,
                                                           const std::vector<Request>&, int64_t,
-                                                          const Progress&, int64_t, int64_t);
+                                                          const ProgressCallback&, int64_t,
+                                                          int64_t);
 
 }  // namespace sps::eval

@@ -273,11 +273,11 @@ TaskResult task_metrics(const TaskData& task, const std::vector<Score>& scores) 
 
 template <typename T>
 TaskResult run_task(Model<T>& model, const BpeTokenizer& tokenizer, const TaskData& task,
-                    int64_t batch, const Progress& progress, Scoring scoring) {
+                    int64_t batch, const ProgressCallback& progress, Scoring scoring) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto requests = task_requests(task, tokenizer);
   const int64_t items = int64_t(task.items.size()), total = int64_t(requests.size());
-  Progress in_items;
+  ProgressCallback in_items;
   if (progress)
     in_items = [&](int64_t done, int64_t) { progress(done * items / std::max<int64_t>(1, total), items); };
   const auto scores = score_requests(model, requests, batch, scoring, in_items);
@@ -287,8 +287,8 @@ TaskResult run_task(Model<T>& model, const BpeTokenizer& tokenizer, const TaskDa
 }
 
 template TaskResult run_task<float>(Model<float>&, const BpeTokenizer&, const TaskData&, int64_t,
-                                    const Progress&, Scoring);
-template TaskResult run_task<double>(Model<double>&, const BpeTokenizer&, const TaskData&,
-                                     int64_t, const Progress&, Scoring);
+                                    const ProgressCallback&, Scoring);
+template TaskResult run_task<double>(Model<double>&, const BpeTokenizer&, const TaskData&, int64_t,
+                                     const ProgressCallback&, Scoring);
 
 }  // namespace sps::eval

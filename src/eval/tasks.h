@@ -59,7 +59,7 @@ std::vector<Request> task_requests(const TaskData& task, const BpeTokenizer& tok
 // docs/performance.md) and reports progress in items.
 template <typename T>
 TaskResult run_task(Model<T>& model, const BpeTokenizer& tokenizer, const TaskData& task,
-                    int64_t batch, const Progress& progress = {},
+                    int64_t batch, const ProgressCallback& progress = {},
                     Scoring scoring = Scoring::shared);
 
 }  // namespace sps::eval

@@ -19,6 +19,7 @@
 #include "util/atomic_file.h"
 #include "util/duration_text.h"
 #include "util/error.h"
+#include "util/progress.h"
 #include "util/writer_lock.h"
 
 namespace sps {
@@ -75,11 +76,13 @@ std::string last_line_of(const fs::path& log) {
   return last;
 }
 
-// Progress lines on stdout and events in experiment.jsonl; ETA from the runs finished here.
+// A line per event on stdout and in experiment.jsonl; the progress over the whole matrix (runs
+// closed, rate, ETA) on stderr through the reporter.
 class ProgressLog {
  public:
-  ProgressLog(const fs::path& jsonl, int64_t total, int64_t parallel)
-      : jsonl_(jsonl, std::ios::app), total_(total), parallel_(parallel), t0_(Clock::now()) {
+  ProgressLog(const fs::path& jsonl, int64_t total)
+      : jsonl_(jsonl, std::ios::app), total_(total), t0_(Clock::now()),
+        progress_("experiment", progress_in("runs")) {
     if (!jsonl_) fail("{}: cannot write", jsonl.string());
   }
 
@@ -87,20 +90,15 @@ class ProgressLog {
              double run_seconds = -1) {
     std::lock_guard lock(mutex_);
     const double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
-    if (kind == "done") {
-      finished_seconds_ += run_seconds;
-      ++finished_;
-    }
+    if (kind == "start") ++running_;
+    if (kind == "done" || kind == "failed" || kind == "stopped") --running_;
     if (kind == "done" || kind == "failed" || kind == "skipped") ++closed_;
-    std::string eta = "ETA unknown";
-    if (finished_ > 0) {
-      const double per_run = finished_seconds_ / double(finished_);
-      eta = "ETA " + duration_text(per_run * double(total_ - closed_) / double(parallel_));
-    }
-    std::printf("[run %zu of %lld] %s %s%s (elapsed %s, %s)\n", index + 1, (long long)total_,
-                kind.c_str(), run.name.c_str(), detail.empty() ? "" : (": " + detail).c_str(),
-                duration_text(elapsed).c_str(), eta.c_str());
-    std::fflush(stdout);
+    if (kind == "skipped") progress_.skip(1);  // no work: not in the rate
+    const std::string text = fmt::format("[run {} of {}] {} {}{} (elapsed {})", index + 1, total_,
+                                         kind, run.name, detail.empty() ? "" : ": " + detail,
+                                         duration_text(elapsed));
+    progress_.print(stdout, text);
+    progress_.update(closed_, total_, fmt::format("{} running", running_));
     json line = {{"event", kind},         {"run", run.name},      {"index", index + 1},
                  {"total", total_},       {"elapsed_s", elapsed}, {"time", std::time(nullptr)}};
     if (!detail.empty()) line["detail"] = detail;
@@ -112,9 +110,9 @@ class ProgressLog {
  private:
   std::mutex mutex_;
   std::ofstream jsonl_;
-  int64_t total_, parallel_, finished_ = 0, closed_ = 0;
-  double finished_seconds_ = 0;
+  int64_t total_, closed_ = 0, running_ = 0;
   Clock::time_point t0_;
+  ProgressReporter progress_;
 };
 
 enum class Outcome { done, skipped, failed, stopped };
@@ -129,10 +127,10 @@ struct Stage {
 
 class Runner {
  public:
-  Runner(const ExperimentMatrix& matrix, const std::vector<PlannedRun>& runs, const RunnerOptions& options,
-         int64_t parallel)
+  Runner(const ExperimentMatrix& matrix, const std::vector<PlannedRun>& runs,
+         const RunnerOptions& options, int64_t parallel)
       : matrix_(matrix), runs_(runs), options_(options), parallel_(parallel),
-        progress_(fs::path(options.out_dir) / "experiment.jsonl", int64_t(runs.size()), parallel) {
+        progress_(fs::path(options.out_dir) / "experiment.jsonl", int64_t(runs.size())) {
     const int64_t cores = options.cores > 0 ? options.cores : int64_t(std::thread::hardware_concurrency());
     if (!std::getenv("OMP_NUM_THREADS"))
       child_env_.push_back(fmt::format("OMP_NUM_THREADS={}", std::max<int64_t>(1, cores / parallel)));

@@ -82,7 +82,7 @@ struct Candidate {
 }  // namespace
 
 std::vector<std::string> train_bpe(const PieceCounter& pieces, uint32_t vocab_size,
-                                   const TrainProgress& progress) {
+                                   const ProgressCallback& progress) {
   if (vocab_size < 257 + 1)
     fail("vocabulary size {} is too small: a byte-level BPE has 256 byte tokens and an "
          "end-of-text token, so at least 258", vocab_size);
@@ -232,7 +232,7 @@ std::vector<std::string> collect_text_files(const std::vector<std::string>& inpu
 std::vector<std::string> train_bpe_on_files(
     const std::vector<std::string>& files, uint32_t vocab_size, int threads, TrainReport* report,
     const std::function<void(size_t, size_t, size_t)>& count_progress,
-    const TrainProgress& merge_progress) {
+    const ProgressCallback& merge_progress) {
   threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(1, files.size()))));
   std::vector<PieceCounter> counters(threads);
   std::atomic<size_t> next{0}, done{0}, bytes{0};

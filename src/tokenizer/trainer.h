@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tokenizer/bpe.h"
+#include "util/progress.h"
 
 namespace sps {
 
@@ -54,12 +55,10 @@ class PieceCounter {
   EncodeStats stats_;
 };
 
-// progress(merges_done, merges_wanted), called now and then.
-using TrainProgress = std::function<void(uint32_t, uint32_t)>;
-
-// The tokens by rank (vocab_size - 1 of them; ranks 0..255 are the bytes).
+// The tokens by rank (vocab_size - 1 of them; ranks 0..255 are the bytes). `progress` gets
+// (merges done, merges wanted) now and then.
 std::vector<std::string> train_bpe(const PieceCounter& pieces, uint32_t vocab_size,
-                                   const TrainProgress& progress = {});
+                                   const ProgressCallback& progress = {});
 
 // The regular files under `inputs` (files as given; folders recursively, keeping the files
 // whose name matches one of `include_globs`, all when empty), sorted within each input.
@@ -79,6 +78,6 @@ std::vector<std::string> train_bpe_on_files(
     const std::vector<std::string>& files, uint32_t vocab_size, int threads,
     TrainReport* report = nullptr,
     const std::function<void(size_t, size_t, size_t)>& count_progress = {},
-    const TrainProgress& merge_progress = {});
+    const ProgressCallback& merge_progress = {});
 
 }  // namespace sps

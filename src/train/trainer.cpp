@@ -18,8 +18,8 @@
 #include "train/checkpoint.h"
 #include "train/plan.h"
 #include "util/atomic_file.h"
-#include "util/duration_text.h"
 #include "util/error.h"
+#include "util/progress.h"
 #include "util/stop_signals.h"
 #include "util/writer_lock.h"
 #include "util/process_stats.h"
@@ -32,38 +32,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // ---- output ----------------------------------------------------------------------------
-std::string rate_text(double per_second) {
-  if (per_second >= 1e6) return fmt::format("{:.2f}M", per_second / 1e6);
-  if (per_second >= 1e3) return fmt::format("{:.1f}k", per_second / 1e3);
-  return fmt::format("{:.0f}", per_second);
-}
-
-// Plain lines on stdout, and a progress line redrawn on stderr when it is a terminal.
-class Console {
- public:
-  explicit Console(bool enabled) : enabled_(enabled), live_(enabled && ::isatty(STDERR_FILENO)) {}
-  ~Console() { clear(); }  // an error message then starts on a clean line
-  void line(const std::string& text) {
-    if (!enabled_) return;
-    clear();
-    std::fputs((text + "\n").c_str(), stdout);
-    std::fflush(stdout);
-  }
-  void progress(const std::string& text) {
-    if (!live_) return;
-    std::fprintf(stderr, "\r\033[K%s", text.c_str());
-    std::fflush(stderr);
-    shown_ = true;
-  }
-  void clear() {
-    if (shown_) std::fputs("\r\033[K", stderr), std::fflush(stderr);
-    shown_ = false;
-  }
-
- private:
-  bool enabled_, live_, shown_ = false;
-};
-
 // metrics.jsonl, appended line by line (rank 0 only). Opening keeps the first `keep_bytes`
 // (a resume drops the lines written after its checkpoint).
 class MetricsFile {
@@ -106,7 +74,7 @@ std::string named_checkpoint(int64_t tokens) { return fmt::format("tokens_{:012}
 
 double pooled_nll(Model<float>& model, const TokenFile& file, const std::vector<int64_t>& starts,
                   int64_t micro_batch, std::vector<int32_t>& x, std::vector<int32_t>& y,
-                  std::vector<int32_t>& row, const std::function<void(int64_t, int64_t)>& progress) {
+                  std::vector<int32_t>& row, const ProgressCallback& progress) {
   const int64_t T = model.config().block_size, V = model.config().vocab_size;
   double nll_sum = 0;
   int64_t kept = 0;
@@ -192,7 +160,16 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
   const int64_t total_steps = config.total_steps();
   const std::string run_dir = config.system.out_dir;
   const std::string config_yaml = train_config_yaml(config);
-  Console console(leader && !options.quiet);
+  // Lines on stdout and the progress on stderr, from rank 0 unless --quiet. An error unwinds
+  // the reporter first, so its message starts on a clean line.
+  const bool talk = leader && !options.quiet;
+  ProgressOptions progress_options;
+  progress_options.unit = "tokens";
+  progress_options.mode = talk ? ProgressMode::automatic : ProgressMode::off;
+  ProgressReporter progress("train", progress_options);
+  auto say = [&](const std::string& text) {
+    if (talk) progress.print(stdout, text);
+  };
 
   // ---- data ----
   const std::string dataset_dir =
@@ -318,7 +295,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
     metrics.open((fs::path(run_dir) / "metrics.jsonl").string(), resumed ? state.metrics_bytes : 0);
   }
 
-  console.line(fmt::format(
+  say(fmt::format(
       "sps train {} → {}: {}{} ({:.2f}M parameters), {} steps × {} tokens, micro-batch {} × "
       "{} accumulation × {} process{}, {} thread{}",
       config.source, run_dir, mc.family,
@@ -327,9 +304,9 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
       total_steps, tokens_per_step, B, A, ranks, ranks == 1 ? "" : "es", omp_get_max_threads(),
       omp_get_max_threads() == 1 ? "" : "s"));
   if (resumed && state.step >= total_steps) {
-    console.line(fmt::format("{} finished at step {} ({} tokens); nothing to do (raise "
-                             "training.max_tokens to train on)",
-                             run_dir, state.step, state.tokens));
+    say(fmt::format("{} finished at step {} ({} tokens); nothing to do (raise "
+                    "training.max_tokens to train on)",
+                    run_dir, state.step, state.tokens));
     TrainSummary done;
     done.step = state.step;
     done.tokens = state.tokens;
@@ -337,12 +314,12 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
     return done;
   }
   if (resumed) {
-    console.line(fmt::format("resumed from {} at step {} ({} tokens)", resumed_from, state.step,
-                             state.tokens));
+    say(fmt::format("resumed from {} at step {} ({} tokens)", resumed_from, state.step,
+                    state.tokens));
     if (state.reason == kImportedReason)
-      console.line("an imported checkpoint: the weights, AdamW moments and step are the other "
-                   "trainer's; the data from here on come in sps's sampler order, not in the "
-                   "order that trainer would have read them");
+      say("an imported checkpoint: the weights, AdamW moments and step are the other "
+          "trainer's; the data from here on come in sps's sampler order, not in the "
+          "order that trainer would have read them");
     // A step's sums are split over the threads, so another thread count changes the last
     // bits of every step from here on: the run goes on correctly, but not bit-identically.
     if (leader && state.threads > 0 && state.threads != omp_get_max_threads())
@@ -355,7 +332,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
     state.threads = omp_get_max_threads();
   }
   else if (options.resume)
-    console.line(fmt::format("no checkpoint in {}; starting from scratch", run_dir));
+    say(fmt::format("no checkpoint in {}; starting from scratch", run_dir));
 
   // ---- the loop ----
   StopSignals signals;
@@ -371,6 +348,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
 
   TrainSummary summary;
   const int64_t first_step = state.step;
+  progress.skip(state.tokens);  // a resumed run's tokens are not in its rate
   double train_seconds = 0, interval_seconds = 0;
   int64_t interval_tokens = 0;
   double last_val = -1, stop_votes = 0;
@@ -400,9 +378,9 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
       record["val_nll"] = last_val;
       record["eval_seconds"] = seconds;
       metrics.write(record);
-      console.line(fmt::format("step {}/{}  {} tokens  val NLL {:.4f}  ({} windows, {:.1f} s)",
-                               state.step, total_steps, state.tokens, last_val,
-                               val_windows.size(), seconds));
+      say(fmt::format("step {}/{}  {} tokens  val NLL {:.4f}  ({} windows, {:.1f} s)",
+                      state.step, total_steps, state.tokens, last_val,
+                      val_windows.size(), seconds));
     }
     return now_seconds() - t0;
   };
@@ -414,9 +392,9 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
     if (state.step < total_steps &&
         (stop_votes > 0 || (options.stop_after_steps > 0 && steps_now >= options.stop_after_steps))) {
       checkpoint("latest", "interrupted");
-      console.line(fmt::format("stopped at step {} ({} tokens); checkpoint {}/latest; continue "
-                               "with --resume",
-                               state.step, state.tokens, checkpoints_dir(run_dir)));
+      say(fmt::format("stopped at step {} ({} tokens); checkpoint {}/latest; continue "
+                      "with --resume",
+                      state.step, state.tokens, checkpoints_dir(run_dir)));
       summary.interrupted = true;
       break;
     }
@@ -433,7 +411,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
     if (state.step >= total_steps) {
       if (evaluating && !evaluated_here) mark += evaluate();
       checkpoint("final", "final");
-      console.line(fmt::format(
+      say(fmt::format(
           "finished: {} steps, {} tokens{}, {:.0f} tokens/s (evaluation excluded); checkpoint "
           "{}/final",
           state.step, state.tokens,
@@ -496,16 +474,11 @@ TrainSummary train(const TrainConfig& config, Collective& collective,
       interval_tokens = 0;
       interval_seconds = 0;
     }
-    if (leader) {
-      const double rate = double((state.step - first_step) * tokens_per_step) / train_seconds;
-      const double eta = double(total_steps - state.step) * tokens_per_step / rate;
-      console.progress(fmt::format("step {}/{} · loss {:.4f} · val {} · {} tok/s · ETA {}",
-                                   state.step, total_steps, out.loss,
-                                   last_val >= 0 ? fmt::format("{:.4f}", last_val) : "-",
-                                   rate_text(rate), duration_text(eta)));
-    }
+    progress.update(state.tokens, total_steps * tokens_per_step,
+                    fmt::format("step {}/{} · loss {:.4f} · val {}", state.step, total_steps,
+                                out.loss, last_val >= 0 ? fmt::format("{:.4f}", last_val) : "-"));
   }
-  console.clear();
+  progress.finish();
   if (ranks > 1) collective.barrier();
   summary.step = state.step;
   summary.tokens = state.tokens;

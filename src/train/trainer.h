@@ -11,6 +11,7 @@
 #include "train/collective.h"
 #include "train/optimizer.h"
 #include "train/train_config.h"
+#include "util/progress.h"
 
 namespace sps {
 
@@ -73,7 +74,6 @@ std::vector<int64_t> validation_windows(int64_t file_tokens, int64_t block_size,
 // `progress` (optional) gets (windows done, windows total) after every forward.
 double pooled_nll(Model<float>& model, const TokenFile& file, const std::vector<int64_t>& starts,
                   int64_t micro_batch, std::vector<int32_t>& x, std::vector<int32_t>& y,
-                  std::vector<int32_t>& row,
-                  const std::function<void(int64_t, int64_t)>& progress = {});
+                  std::vector<int32_t>& row, const ProgressCallback& progress = {});
 
 }  // namespace sps

@@ -1,4 +1,4 @@
-// The one duration format of progress lines (train, experiment run, data prepare).
+// The one duration format of progress lines (util/progress.h, for every long-running command).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -150,10 +150,10 @@ template <typename T>
 int64_t forward_tile(T* out, T* lse, const HeadView<T>& view, const AttentionLayout& L, int64_t b,
                      int64_t h, int64_t stream, int64_t i0) {
   const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_;
-  TileScratch<T>& scratch = thread_scratch<T>();
-  T* qt = scratch.qt.get(D * kTile);       // [D, kTile]
-  T* st = scratch.st.get(kChunk * kTile);  // [chunk, kTile]
-  T* ot = scratch.ot.get(D * kTile);       // [D, kTile] unnormalised output
+  TileScratch<T>& scratch = thread_tile_scratch<T>();
+  T* qt = scratch.qt.get(D * kTile);                   // [D, kTile]
+  T* st = scratch.st.get(kAttentionKeyChunk * kTile);  // [chunk, kTile]
+  T* ot = scratch.ot.get(D * kTile);                   // [D, kTile] unnormalised output
   alignas(64) T m[kTile], l[kTile], alpha[kTile];
   TileLanes<T> lanes;
   const TileGeometry g = make_tile(L, b, stream, i0, lanes);
@@ -172,8 +172,8 @@ int64_t forward_tile(T* out, T* lse, const HeadView<T>& view, const AttentionLay
     pairs += rows * (range.end - range.begin);
     const int64_t unwindowed_from = set_key_bounds(L, g, key_stream, lanes);
     const int64_t causal_to = g.i0 - (key_stream <= stream ? 0 : 1);
-    for (int64_t j0 = range.begin; j0 < range.end; j0 += kChunk) {
-      const int64_t n = std::min(kChunk, range.end - j0);
+    for (int64_t j0 = range.begin; j0 < range.end; j0 += kAttentionKeyChunk) {
+      const int64_t n = std::min(kAttentionKeyChunk, range.end - j0);
       const int64_t key_row = key_stream * T_ + j0;
       // St = K·(scale·Qᵀ)
       tile_product<T, false>(st, kTile, view.k + key_row * D, D, qt, kTile, n, kTile, D,
@@ -207,14 +207,14 @@ void backward_tile(T* dqkv, T* dkv, const T* dout, const HeadView<T>& view, cons
   using V = typename Simd<T>::V;
   constexpr int W = kLanes<T>;
   const int64_t D = L.head_dim, T_ = L.tokens, S = L.streams * T_, hd = L.heads * D;
-  TileScratch<T>& scratch = thread_scratch<T>();
-  T* qt = scratch.qt.get(D * kTile);         // [D, kTile]  scale·Qᵀ
-  T* qs = scratch.qs.get(kTile * D);         // [kTile, D]  scale·Q
-  T* dot = scratch.dot.get(D * kTile);       // [D, kTile]  dOᵀ
-  T* dos = scratch.dos.get(kTile * D);       // [kTile, D]  dO
-  T* st = scratch.st.get(kChunk * kTile);    // [chunk, kTile]  P
-  T* dpt = scratch.dpt.get(kChunk * kTile);  // [chunk, kTile]  dP, then dS
-  T* dqt = scratch.ot.get(D * kTile);        // [D, kTile]  Σ Kᵀ·dS
+  TileScratch<T>& scratch = thread_tile_scratch<T>();
+  T* qt = scratch.qt.get(D * kTile);                     // [D, kTile]  scale·Qᵀ
+  T* qs = scratch.qs.get(kTile * D);                     // [kTile, D]  scale·Q
+  T* dot = scratch.dot.get(D * kTile);                   // [D, kTile]  dOᵀ
+  T* dos = scratch.dos.get(kTile * D);                   // [kTile, D]  dO
+  T* st = scratch.st.get(kAttentionKeyChunk * kTile);    // [chunk, kTile]  P
+  T* dpt = scratch.dpt.get(kAttentionKeyChunk * kTile);  // [chunk, kTile]  dP, then dS
+  T* dqt = scratch.ot.get(D * kTile);                    // [D, kTile]  Σ Kᵀ·dS
   alignas(64) T row_lse[kTile], row_delta[kTile];
   TileLanes<T> lanes;
   const TileGeometry g = make_tile(L, b, stream, i0, lanes);
@@ -246,8 +246,8 @@ void backward_tile(T* dqkv, T* dkv, const T* dout, const HeadView<T>& view, cons
     if (range.end <= range.begin) continue;
     const int64_t unwindowed_from = set_key_bounds(L, g, key_stream, lanes);
     const int64_t causal_to = g.i0 - (key_stream <= stream ? 0 : 1);
-    for (int64_t j0 = range.begin; j0 < range.end; j0 += kChunk) {
-      const int64_t n = std::min(kChunk, range.end - j0);
+    for (int64_t j0 = range.begin; j0 < range.end; j0 += kAttentionKeyChunk) {
+      const int64_t n = std::min(kAttentionKeyChunk, range.end - j0);
       const int64_t key_row = key_stream * T_ + j0;
       const T* k = view.k + key_row * D;
       const T* v = view.v + key_row * D;
@@ -316,7 +316,7 @@ int64_t attention_forward(T* out, T* lse, const T* qkv, const AttentionLayout& l
   int64_t pairs = 0;
 #pragma omp parallel reduction(+ : pairs) if (parallel)
   {
-    TileScratch<T>& scratch = thread_scratch<T>();
+    TileScratch<T>& scratch = thread_tile_scratch<T>();
     scratch.reserve(D);
     T* kv = scratch.head_kv.get(2 * S * D);
 #pragma omp for schedule(dynamic, 1)
@@ -358,7 +358,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
   // tiles needs no synchronisation. K, V and dK, dV live packed in the thread's scratch.
 #pragma omp parallel if (worth_parallel(layout))
   {
-    TileScratch<T>& scratch = thread_scratch<T>();
+    TileScratch<T>& scratch = thread_tile_scratch<T>();
     scratch.reserve(D);
     T* kv = scratch.head_kv.get(2 * S * D);
     T* dkv = scratch.head_dkv.get(2 * S * D);

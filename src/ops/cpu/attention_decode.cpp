@@ -2,9 +2,9 @@
 // sequence, over that sequence's cached keys and the chunk's earlier keys. Each (sequence,
 // head) is one task. Two ways to run it, by the number of query rows K·Q of a task:
 // - few rows (a decode step, a short extend): each query walks its visible persistent rows,
-//   ring rows, chunk rows and own keys in chunks of kDecodeChunk keys with an online softmax, so
-//   nothing beyond the rows it sees is touched. The two queries of an interleaved step share
-//   every key load; scores and P·V are vectorised along D.
+//   ring rows, chunk rows and own keys in chunks of kDecodeKeyChunk keys with an online
+//   softmax, so nothing beyond the rows it sees is touched. The two queries of an interleaved
+//   step share every key load; scores and P·V are vectorised along D.
 // - many rows (an extend that scores a continuation): the rows go into the lanes of a query
 //   tile of the training kernel (attention_kernels.h), and each group of keys (cached
 //   persistent rows, ring rows by age, the chunk's persistent and windowed rows) is one run of
@@ -18,15 +18,16 @@
 
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/cpu_common.h"
+#include "ops/cpu/ring_split.h"
 #include "ops/ops.h"
 #include "util/error.h"
 
 namespace sps::ops {
 namespace {
 
-// Keys per online-softmax block of decode (the training tiles' kChunk is 128; decode keeps its
-// own, named apart so that `using namespace tiles` cannot swap one for the other).
-constexpr int64_t kDecodeChunk = 64;
+// Keys per online-softmax step of decode, in both ways of running it. Not attention.cpp's
+// kAttentionKeyChunk: decode takes only the tile machinery from attention_kernels.h, by name.
+constexpr int64_t kDecodeKeyChunk = 64;
 constexpr int64_t kMaxHeadDim = 512;   // stack space per query
 constexpr int64_t kMinTiledRows = 16;  // K·Q from which a task runs as query tiles
 
@@ -43,7 +44,7 @@ struct HeadState {
 template <typename T, int Q>
 inline void absorb(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64_t n,
                    int64_t D, const int64_t* visible) {
-  alignas(64) T scores[Q][kDecodeChunk];
+  alignas(64) T scores[Q][kDecodeKeyChunk];
   for (int64_t k = 0; k < n; ++k) {
     const T* __restrict key = K + k * ld;
     if constexpr (Q == 1) {
@@ -109,8 +110,8 @@ inline void absorb(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64
 template <typename T, int Q>
 inline void absorb_rows(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64_t rows,
                         int64_t D) {
-  for (int64_t k0 = 0; k0 < rows; k0 += kDecodeChunk) {
-    const int64_t n = std::min(kDecodeChunk, rows - k0);
+  for (int64_t k0 = 0; k0 < rows; k0 += kDecodeKeyChunk) {
+    const int64_t n = std::min(kDecodeKeyChunk, rows - k0);
     absorb(s, K + k0 * ld, V + k0 * ld, ld, n, D, nullptr);
   }
 }
@@ -171,11 +172,12 @@ void decode_head(T* out, const T* qkv, const T* persistent_k, const T* persisten
                 k.persistent_end - k.persistent_begin, D);
     if (k.ring == ring_len) {  // the whole ring (every decode step): one run, any order
       absorb_rows(s, ring_k + r_block * D, ring_v + r_block * D, D, ring_len, D);
-    } else if (k.ring > 0) {   // the newest k.ring rows: those before ring_next, then the top
-      const int64_t low = std::max<int64_t>(0, ring_next - k.ring), wrapped = k.ring - (ring_next - low);
-      absorb_rows(s, ring_k + (r_block + low) * D, ring_v + (r_block + low) * D, D, ring_next - low, D);
-      const int64_t top = r_block + L.ring_capacity - wrapped;
-      absorb_rows(s, ring_k + top * D, ring_v + top * D, D, wrapped, D);
+    } else if (k.ring > 0) {  // the newest k.ring rows: those below ring_next, then the top
+      const cpu::RingSplit split = cpu::split_ring(ring_next, k.ring, L.ring_capacity);
+      for (const cpu::RowRun& run : {split.below, split.wrapped}) {
+        const int64_t row = r_block + run.first;
+        absorb_rows(s, ring_k + row * D, ring_v + row * D, D, run.count, D);
+      }
     }
     // The chunk's earlier tokens: their persistent rows, then (Q = 2) their windowed rows.
     const T* p_key = chunk + k.chunk_persistent_begin * token_ld + persistent_row * 3 * HD + HD;
@@ -202,7 +204,9 @@ template <typename T>
 void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
                        const T* ring_k, const T* ring_v, const DecodeAttentionLayout& L,
                        int64_t b, int64_t h) {
-  using namespace tiles;
+  // The tile machinery by name, not `using namespace tiles`: the key step is decode's own.
+  using tiles::kTile, tiles::load_queries, tiles::mask_scores, tiles::online_softmax, tiles::Store,
+      tiles::tile_product, tiles::TileLanes, tiles::TileScratch;
   using Int = typename TileLanes<T>::Int;
   const int64_t H = L.heads, D = L.head_dim, HD = H * D, K = L.tokens, Q = L.queries;
   const int64_t row_ld = 3 * HD;
@@ -214,9 +218,9 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
   const T* persistent_vb = persistent_v + (b * H + h) * L.persistent_capacity * D;
   const int64_t r_block = (b * H + h) * L.ring_capacity * D;
   const T* rows = qkv + b * K * Q * row_ld + h * D;  // query row 0 of head h
-  TileScratch<T>& scratch = thread_scratch<T>();
+  TileScratch<T>& scratch = tiles::thread_tile_scratch<T>();
   T* qt = scratch.qt.get(D * kTile);
-  T* st = scratch.st.get(kDecodeChunk * kTile);
+  T* st = scratch.st.get(kDecodeKeyChunk * kTile);
   T* ot = scratch.ot.get(D * kTile);
   alignas(64) T m[kTile], l[kTile], alpha[kTile];
   alignas(64) int64_t token[kTile], query[kTile];
@@ -239,8 +243,8 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
     }
     // Folds keys at positions [first, first + n) into the tile, each lane masked to its range.
     const auto absorb_keys = [&](const T* keys, const T* values, int64_t ld, int64_t first, int64_t n) {
-      for (int64_t j0 = 0; j0 < n; j0 += kDecodeChunk) {
-        const int64_t c = std::min(kDecodeChunk, n - j0);
+      for (int64_t j0 = 0; j0 < n; j0 += kDecodeKeyChunk) {
+        const int64_t c = std::min(kDecodeKeyChunk, n - j0);
         tile_product<T, false>(st, kTile, keys + j0 * ld, ld, qt, kTile, c, kTile, D, Store::overwrite);
         mask_scores(st, c, first + j0, nullptr, lanes);
         online_softmax(st, c, m, l, alpha);
@@ -265,13 +269,13 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
         lanes.key_lo[r] = Int(1 - keys[r].ring);
         lanes.key_hi[r] = 0;
       }
-      const int64_t low = std::max<int64_t>(0, ring_next - first_keys.ring);
-      const int64_t wrapped = first_keys.ring - (ring_next - low);
-      absorb_keys(ring_k + r_block + low * D, ring_v + r_block + low * D, D, low - ring_next + 1,
-                  ring_next - low);
-      const int64_t top = L.ring_capacity - wrapped;
-      absorb_keys(ring_k + r_block + top * D, ring_v + r_block + top * D, D,
-                  top - L.ring_capacity - ring_next + 1, wrapped);
+      const cpu::RingSplit split = cpu::split_ring(ring_next, first_keys.ring, L.ring_capacity);
+      for (const cpu::RowRun& run : {split.below, split.wrapped}) {
+        if (run.count == 0) continue;
+        const int64_t at = r_block + run.first * D;
+        absorb_keys(ring_k + at, ring_v + at, D,
+                    -cpu::ring_age(run.first, ring_next, L.ring_capacity), run.count);
+      }
     }
 
     // The chunk's tokens u before each row's token within its reach, and the row's own key

@@ -18,8 +18,9 @@ namespace sps::ops::tiles {
 
 using cpu::kVecBytes;
 
+// Query rows per tile (the lanes the kernels below work on). Keys per online-softmax step
+// are each kernel's own: kAttentionKeyChunk in attention.cpp, kDecodeKeyChunk in decode.
 inline constexpr int64_t kTile = kAttentionQueryTile;
-inline constexpr int64_t kChunk = kAttentionKeyChunk;
 
 // Rows of the micro-kernel: rows × 4 accumulators + 4 B vectors must fit the register file.
 #if defined(__AVX512F__) || defined(__aarch64__)
@@ -128,7 +129,7 @@ struct TileScratch {
   }
 };
 template <typename T>
-TileScratch<T>& thread_scratch() {
+TileScratch<T>& thread_tile_scratch() {
   thread_local TileScratch<T> scratch;
   return scratch;
 }

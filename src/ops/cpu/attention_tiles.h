@@ -16,7 +16,9 @@
 namespace sps::ops {
 
 inline constexpr int64_t kAttentionQueryTile = 64;  // 64 keeps sps at T=4096, w=64 ≈ 0.54 dense
-inline constexpr int64_t kAttentionKeyChunk = 128;  // keys per online-softmax step
+// Keys per online-softmax step of attention_forward and attention_backward (decode
+// attention has its own step, kDecodeKeyChunk in attention_decode.cpp).
+inline constexpr int64_t kAttentionKeyChunk = 128;
 
 struct AttentionKeyRange {
   int64_t begin = 0;  // first key token

@@ -29,10 +29,11 @@ inline constexpr int kVecBytes = 32;
 inline constexpr int kVecBytes = 16;
 #endif
 
-// Scratch owned by the calling thread, grown on demand and kept, so a planned training step
-// allocates nothing after its first iteration. Contents are unspecified on return.
+// An array of n elements owned by the calling thread, grown on demand and kept, so a planned
+// training step allocates nothing after its first iteration. Contents are unspecified on
+// return. (The attention kernels' per-thread tiles are tiles::thread_tile_scratch.)
 template <typename T>
-T* thread_scratch(int64_t n) {
+T* thread_buffer(int64_t n) {
   thread_local std::vector<T> buffer;
   if (int64_t(buffer.size()) < n) buffer.resize(n);
   return buffer.data();

@@ -35,7 +35,7 @@ void rmsnorm_backward(T* din, T* dgain, const T* dout, const T* in, const T* gai
   // so the result is deterministic for a given thread count.
   const bool parallel = rows * d >= cpu::kParallelThreshold;
   const int max_threads = parallel ? omp_get_max_threads() : 1;
-  T* partial = cpu::thread_scratch<T>(int64_t(max_threads) * d);  // [threads, d]
+  T* partial = cpu::thread_buffer<T>(int64_t(max_threads) * d);  // [threads, d]
   int used_threads = 1;
 #pragma omp parallel if (parallel)
   {
