@@ -29,7 +29,9 @@ struct ServeModel {
   // Two objects: a model's work buffers belong to one thread, and the server's thread may
   // still be decoding while a test computes an expected answer.
   std::unique_ptr<Model<float>> model, reference;
-  explicit ServeModel(const std::string& family, uint64_t seed = 5) : config(serve_config(family)) {
+  explicit ServeModel(const std::string& family, uint64_t seed = 5)
+      : ServeModel(serve_config(family), seed) {}
+  explicit ServeModel(const ModelConfig& c, uint64_t seed = 5) : config(c) {
     model = std::make_unique<Model<float>>(config);
     randomize_weights(*model, seed);
     reference = std::make_unique<Model<float>>(config);
