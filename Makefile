@@ -14,9 +14,11 @@ corpora: deps
 	@bash scripts/get-corpora.sh
 
 # The release build: everything, or only the binary for the commands that need nothing else.
+# CPU=native tunes it for this machine (AVX-512 where there is some); CPU=portable (the
+# default) runs on every x86-64 CPU with AVX2. The choice stays until changed.
 BUILD_TARGETS ?= all
 build: deps
-	@cmake --preset release >/dev/null
+	@cmake --preset release $(if $(CPU),-DSPS_CPU=$(CPU)) >/dev/null
 	@cmake --build --preset release -j $(JOBS) --target $(BUILD_TARGETS)
 
 debug: deps

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu-check.sh runs, for a GPU machine that has a driver but not this
-# project's libraries: a portable (no -march=native) CUDA build of sps and test_cuda, and
+# project's libraries: a portable (-DSPS_CPU=portable) CUDA build of sps and test_cuda, and
 # every shared library they load except the C library's own, in one .tar.zst.
 #
 #   scripts/gpu-bundle.sh [OUT.tar.zst]     (default build/gpu-bundle.tar.zst)
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:-build/gpu-bundle.tar.zst}")
 build=build/gpu-portable
-cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON -DSPS_NATIVE=OFF \
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON -DSPS_CPU=portable \
   -DCMAKE_BUILD_RPATH='$ORIGIN/lib' >/dev/null
 ninja -C $build sps test_cuda
 stage=$(mktemp -d)

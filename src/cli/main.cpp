@@ -4,7 +4,14 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "util/cpu_check.h"
 #include "util/error.h"
+
+// Before any other code of the binary runs, static constructors included (101 is the first
+// priority left to programs).
+__attribute__((constructor(101))) SPS_BASELINE_CPU static void check_cpu_before_main() {
+  sps::require_build_cpu_features();
+}
 
 int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f), let write() fail with EFBIG, so every command reports
