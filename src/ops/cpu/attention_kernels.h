@@ -64,29 +64,11 @@ inline V vmax(V a, V b) {
   return a > b ? a : b;
 }
 
-// exp on a vector. float: Cody–Waite reduction x = n·ln2 + r, |r| ≤ ln2/2, e^r by its degree-7
-// Taylor polynomial (≈1e-7 relative), 2^n built in the exponent bits; x < −87 (and −∞)
-// gives exactly 0. double (tests only): the library exp per lane.
+// exp on a vector: cpu::exp_lanes, the exp of every other CPU op, lane by lane. double
+// (tests only): the library exp per lane.
 inline Simd<float>::V vexp(Simd<float>::V x) {
-  using V = Simd<float>::V;
-  using I = Simd<float>::I;
-  const V low = V{} - 87.0f;
-  const V xc = x < low ? low : x;
-  const V magic = V{} + 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
-  const V n = (xc * 1.44269504088896341f + magic) - magic;
-  V r = xc - n * 0.693359375f;  // ln2 split in a short high part and the rest
-  r = r - n * -2.12194440e-4f;
-  V p = V{} + 1.0f / 5040;
-  p = p * r + 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const I bits = (__builtin_convertvector(n, I) + 127) << 23;
-  const V y = p * load<V>(&bits);
-  return x < low ? V{} : y;
+  typedef uint32_t U __attribute__((vector_size(kVecBytes)));
+  return cpu::exp_lanes<Simd<float>::V, U>(x);
 }
 inline Simd<double>::V vexp(Simd<double>::V x) {
   for (int lane = 0; lane < kLanes<double>; ++lane) x[lane] = std::exp(x[lane]);

@@ -39,25 +39,29 @@ T* thread_buffer(int64_t n) {
   return buffer.data();
 }
 
-// exp(x) for float in a form GCC vectorises (glibc's libmvec is only used under
+// exp(x) for float lanes: V is float, or a GCC vector of floats (the attention kernels' vexp)
+// with U its unsigned integer vector; one function, so every op computes the same bits.
+// Written so GCC vectorises the scalar form too (glibc's libmvec is only used under
 // -ffast-math). Range reduction x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so the
 // reduction is exact), then a degree-7 Taylor polynomial (truncation < 1e-8 relative) and
 // 2^n built in the exponent bits. Relative error ≈ 2e-7 for x in [-87, 88]; returns 0
 // below -87.33 (where expf becomes subnormal) and +inf above 88.72; NaN propagates.
 // Inputs in (88, 88.72] are clamped to 88 so 2^n stays a normal float (callers only feed
 // it x <= 0 or sigmoid's exp(-g), where that tail cannot matter).
-inline float exp_approx(float x) {
+template <typename V, typename U>
+inline V exp_lanes(V x) {
+  const V zero{};  // V{} + c is c in every lane, for a float and a vector alike
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;  // few mantissa bits: n·kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860682030941723212e-6f;
-  constexpr float kRoundMagic = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
+  const V round_magic = zero + 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
   // Comparisons written so a NaN passes through unchanged.
-  float clamped = x > 88.0f ? 88.0f : x;
-  clamped = clamped < -87.0f ? -87.0f : clamped;
-  const float shifted = clamped * kLog2e + kRoundMagic;
-  const float n = shifted - kRoundMagic;
-  const float r = (clamped - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 5040.0f;
+  V clamped = x > zero + 88.0f ? zero + 88.0f : x;
+  clamped = clamped < zero - 87.0f ? zero - 87.0f : clamped;
+  const V shifted = clamped * kLog2e + round_magic;
+  const V n = shifted - round_magic;
+  const V r = (clamped - n * kLn2Hi) - n * kLn2Lo;
+  V p = zero + 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
@@ -66,13 +70,15 @@ inline float exp_approx(float x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   // The low mantissa bits of `shifted` hold n (two's complement, |n| <= 127).
-  const uint32_t n_bits = std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(kRoundMagic);
-  const float two_to_n = std::bit_cast<float>((n_bits + 127u) << 23);
-  float result = p * two_to_n;
-  result = x < -87.3365447f ? 0.0f : result;
-  result = x > 88.7228394f ? std::numeric_limits<float>::infinity() : result;
+  const U n_bits = std::bit_cast<U>(shifted) - std::bit_cast<U>(round_magic);
+  const V two_to_n = std::bit_cast<V>((n_bits + 127u) << 23);
+  V result = p * two_to_n;
+  result = x < zero - 87.3365447f ? zero : result;
+  result = x > zero + 88.7228394f ? zero + std::numeric_limits<float>::infinity() : result;
   return result;
 }
+
+inline float exp_approx(float x) { return exp_lanes<float, uint32_t>(x); }
 
 // Doubles are for tests and reference runs: the library exp is accurate and fast enough.
 inline double exp_approx(double x) { return std::exp(x); }
