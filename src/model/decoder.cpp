@@ -21,9 +21,9 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
   H_ = c.n_head;
   D_ = c.head_dim();
   L_ = c.n_layer;
-  persistent_row_ = family.persistent_stream();
-  window_row_ = 1 - persistent_row_;
-  readout_row_ = family.readout_stream();
+  persistent_stream_ = family.persistent_stream();
+  window_stream_ = 1 - persistent_stream_;
+  readout_stream_ = family.readout_stream();
 
   // A document never holds more than the longest prompt plus the tokens fed after it, and
   // no position exceeds that count either.
@@ -103,11 +103,11 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P,
       for (int64_t b = b0; b < b0 + n; ++b) {
         const T* qkv = model_.layer_qkv(l) + (b - b0) * S * 3 * d_;
         for (int64_t i = start[b - b0]; i < P; ++i) {
-          const T* row = qkv + (persistent_row_ * P + i) * 3 * d_;
+          const T* row = qkv + (persistent_stream_ * P + i) * 3 * d_;
           cache_.write_persistent(l, b, i - start[b - b0], row + d_, row + 2 * d_);
         }
         for (int64_t i = ring_start[b - b0]; ring_capacity > 0 && i < P; ++i) {
-          const T* row = qkv + (window_row_ * P + i) * 3 * d_;
+          const T* row = qkv + (window_stream_ * P + i) * 3 * d_;
           cache_.write_ring(l, b, i - ring_start[b - b0], row + d_, row + 2 * d_);
         }
       }
@@ -116,7 +116,7 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P,
     model_.forward(prompts + b0 * P, nullptr, n, P, blocks_only);
     for (int64_t b = b0; b < b0 + n; ++b) {
       cache_.set_lengths(b, P - start[b - b0], ring_capacity > 0 ? P - ring_start[b - b0] : 0);
-      const T* hidden = model_.final_hidden() + ((b - b0) * S + readout_row_ * P + P - 1) * d_;
+      const T* hidden = model_.final_hidden() + ((b - b0) * S + readout_stream_ * P + P - 1) * d_;
       backend_.rmsnorm_forward(nf_.data() + b * d_, rstdf_.data() + b, hidden,
                                W + model_.params().output_norm(), 1, d_, c.norm_eps);
     }
@@ -183,7 +183,7 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   attn.queries = Q_;
   attn.heads = H_;
   attn.head_dim = D_;
-  attn.persistent_stream = persistent_row_;
+  attn.persistent_stream = persistent_stream_;
   attn.window = c.window_size;
   attn.persistent_window = c.persistent_key_window;
   attn.persistent_capacity = cache_.shape().persistent_capacity;
@@ -218,10 +218,10 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < K; ++t) {
         const T* row = qkv + ((b * K + t) * Q_) * 3 * d;
-        const T* prow = row + persistent_row_ * 3 * d;
+        const T* prow = row + persistent_stream_ * 3 * d;
         cache_.write_persistent(l, b, cache_.persistent_length(b) + t, prow + d, prow + 2 * d);
         if (ring_capacity > 0 && t >= K - ring_capacity) {
-          const T* wrow = row + window_row_ * 3 * d;
+          const T* wrow = row + window_stream_ * 3 * d;
           cache_.write_ring(l, b, (ring_next_[b] + t) % ring_capacity, wrow + d, wrow + 2 * d);
         }
       }
@@ -234,8 +234,9 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     for (int64_t t = 0; t < K; ++t) {
       cache_.advance(b);
       const int64_t i = b * K + t;
-      backend_.rmsnorm_forward(nf_.data() + i * d, rstdf_.data() + i, h + (i * Q_ + readout_row_) * d,
-                           W + table.output_norm(), 1, d, c.norm_eps);
+      backend_.rmsnorm_forward(nf_.data() + i * d, rstdf_.data() + i,
+                               h + (i * Q_ + readout_stream_) * d, W + table.output_norm(), 1, d,
+                               c.norm_eps);
     }
     next_position_[b] += K;
     last_token_[b] = tokens[b * K + K - 1];

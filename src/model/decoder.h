@@ -105,7 +105,8 @@ class Decoder {
   const ops::Backend<T>& backend_;
   DecoderShape shape_;
   int64_t Q_ = 1, V_ = 0, d_ = 0, F_ = 0, H_ = 0, D_ = 0, L_ = 0;
-  int64_t persistent_row_ = 0, window_row_ = 0, readout_row_ = 0;  // row of each in a step
+  // Which of a position's two rows (its streams, Family::persistent_stream) each is.
+  int64_t persistent_stream_ = 0, window_stream_ = 0, readout_stream_ = 0;
   int64_t rope_positions_ = 0;
   KvCache<T> cache_;
   SlotLayout prompt_layout_;

@@ -89,8 +89,8 @@ std::string ProgressReporter::text(bool bar) const {
     }
     s += fmt::format(" {}%", int(100 * fraction));
   }
-  s += " " + amount(done_, scale);
-  if (total_ > 0) s += "/" + amount(total_, scale);
+  s += fmt::format(" {}", amount(done_, scale));  // (" " + string trips GCC 12's -Wrestrict)
+  if (total_ > 0) s += fmt::format("/{}", amount(total_, scale));
   if (!unit.empty()) s += " " + unit;
   const double elapsed = now() - start_;
   const double rate = elapsed > 0 ? double(done_ - skipped_) / elapsed : 0;

@@ -148,7 +148,7 @@ void decode_head(T* out, const T* qkv, const T* persistent_k, const T* persisten
   const int64_t H = L.heads, D = L.head_dim, HD = H * D, K = L.tokens;
   const int64_t token_ld = Q * 3 * HD;  // from one chunk token's row to the next one's
   const T scale = T(1) / std::sqrt(T(D));
-  const int64_t persistent_row = Q == 2 ? L.persistent_stream : 0;
+  const int64_t persistent_stream = Q == 2 ? L.persistent_stream : 0;
   const int64_t ring_len = L.ring_len ? L.ring_len[b] : 0;
   const int64_t ring_next = L.ring_next ? L.ring_next[b] : ring_len;
   const int64_t p_block = (b * H + h) * L.persistent_capacity;
@@ -180,10 +180,11 @@ void decode_head(T* out, const T* qkv, const T* persistent_k, const T* persisten
       }
     }
     // The chunk's earlier tokens: their persistent rows, then (Q = 2) their windowed rows.
-    const T* p_key = chunk + k.chunk_persistent_begin * token_ld + persistent_row * 3 * HD + HD;
+    const T* p_key = chunk + k.chunk_persistent_begin * token_ld + persistent_stream * 3 * HD + HD;
     absorb_rows(s, p_key, p_key + HD, token_ld, t - k.chunk_persistent_begin, D);
     if constexpr (Q == 2) {
-      const T* w_key = chunk + k.chunk_window_begin * token_ld + (1 - persistent_row) * 3 * HD + HD;
+      const T* w_key =
+          chunk + k.chunk_window_begin * token_ld + (1 - persistent_stream) * 3 * HD + HD;
       absorb_rows(s, w_key, w_key + HD, token_ld, t - k.chunk_window_begin, D);
     }
     // The token's own keys: query r sees rows 0..r (input before predict).
@@ -210,7 +211,7 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
   using Int = typename TileLanes<T>::Int;
   const int64_t H = L.heads, D = L.head_dim, HD = H * D, K = L.tokens, Q = L.queries;
   const int64_t row_ld = 3 * HD;
-  const int64_t persistent_row = Q == 2 ? L.persistent_stream : 0;
+  const int64_t persistent_stream = Q == 2 ? L.persistent_stream : 0;
   const int64_t end = L.persistent_end ? L.persistent_end[b] : 0;
   const int64_t ring_len = L.ring_len ? L.ring_len[b] : 0;
   const int64_t ring_next = L.ring_next ? L.ring_next[b] : ring_len;
@@ -283,7 +284,7 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
     const int64_t last_token = token[kTile - 1];
     for (int64_t group = 0; group < Q; ++group) {
       const bool persistent = group == 0;
-      const int64_t key_row = persistent ? persistent_row : 1 - persistent_row;
+      const int64_t key_row = persistent ? persistent_stream : 1 - persistent_stream;
       for (int64_t r = 0; r < kTile; ++r) {
         lanes.key_lo[r] = Int(persistent ? keys[r].chunk_persistent_begin : keys[r].chunk_window_begin);
         lanes.key_hi[r] = Int(token[r] - (query[r] >= key_row ? 0 : 1));
