@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "serve/connection_watch.h"
 #include "serve/request.h"
 #include "serve/responses.h"
 #include "util/error.h"
@@ -271,13 +272,20 @@ void Server::routes() {
       const int64_t n = p->request.n;
 
       if (!p->request.stream) {
-        // Wait for every choice; a disconnected client is not noticed here (docs/serving.md).
+        // Wait for every choice; a client that closes its connection meanwhile cancels the
+        // jobs, which frees their rows at the next step.
+        const ConnectionWatch connection(req.local_addr, req.local_port, req.remote_addr,
+                                         req.remote_port);
         std::vector<ChoiceResult> choices(p->jobs.size() * n);
         std::vector<std::vector<TokenLogprob>> echo_tokens(p->jobs.size());
-        bool cancelled = false;
+        bool cancelled = false, client_gone = false;
         for (size_t j = 0; j < p->jobs.size(); ++j) {
           while (true) {
-            Job::Taken t = p->jobs[j]->take(std::chrono::milliseconds(200));
+            Job::Taken t = p->jobs[j]->take(std::chrono::milliseconds(100));
+            if (!t.finished && !client_gone && connection.peer_closed()) {
+              client_gone = true;
+              cancel_all(p->jobs);
+            }
             if (t.prompt_logprobs) echo_tokens[j] = std::move(*t.prompt_logprobs);
             for (ChoiceUpdate& u : t.updates) {
               ChoiceResult& choice = choices[j * n + u.choice];
@@ -291,6 +299,7 @@ void Server::routes() {
             }
           }
         }
+        if (client_gone) return;  // nobody to answer
         if (cancelled) {
           send_error(res, busy("the server shut down before the completion finished"));
           return;

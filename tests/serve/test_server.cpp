@@ -1,6 +1,6 @@
 // The HTTP server in this process on a free loopback port: completions (plain, streamed,
 // n > 1, stop strings, logprobs, echo scoring), chat, the other routes, auth, limits, bad
-// requests in OpenAI's error shape, queue-full 503, cancellation on disconnect.
+// requests in OpenAI's error shape, queue-full 503, cancellation on disconnect (streamed or not).
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -365,6 +365,27 @@ TEST(Server, ClientDisconnectCancelsTheStream) {
     c.send(req);
   }
   // The row is freed: the single row serves the next request long before 199000 tokens.
+  httplib::Client c = live.client();
+  int status = 0;
+  post_json(c, "/v1/completions", {{"prompt", "b"}, {"max_tokens", 2}}, &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(live.server->metrics().cancelled, 1u);
+  EXPECT_LT(live.server->metrics().generated_tokens, 199000u);
+}
+
+// The same for a request without streaming: nothing is written to it until it ends, so the
+// server watches its connection; a client that gives up frees the row.
+TEST(Server, ClientDisconnectCancelsANonStreamedRequest) {
+  ServeModel m("standard");
+  LiveServer live(*m.model, long_rows(1, 4));
+  {
+    httplib::Client c = live.client();
+    c.set_read_timeout(0, 300000);  // gives up after 0.3 s and closes the connection
+    auto res = c.Post("/v1/completions",
+                      json({{"prompt", "a"}, {"max_tokens", 199000}, {"ignore_eos", true}}).dump(),
+                      "application/json");
+    EXPECT_FALSE(res);
+  }
   httplib::Client c = live.client();
   int status = 0;
   post_json(c, "/v1/completions", {{"prompt", "b"}, {"max_tokens", 2}}, &status);
