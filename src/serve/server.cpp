@@ -39,8 +39,14 @@ ApiError busy(const char* why) {
   return ApiError(503, why, "", "server_error", "overloaded");
 }
 
+void cancel_all(const std::vector<std::shared_ptr<Job>>& jobs) {
+  for (const auto& job : jobs) job->cancel();
+}
+
+}  // namespace
+
 // A request turned into scheduler jobs (one per prompt, each with n choices).
-struct Prepared {
+struct Server::Prepared {
   CompletionRequest request;
   std::vector<std::shared_ptr<Job>> jobs;
   std::vector<std::string> prompt_texts;  // for echo
@@ -48,17 +54,12 @@ struct Prepared {
   ResponseHead head;
 };
 
-void cancel_all(const std::vector<std::shared_ptr<Job>>& jobs) {
-  for (const auto& job : jobs) job->cancel();
-}
-
-}  // namespace
-
 Server::Server(Model<float>& model, const BpeTokenizer& tokenizer, ServerOptions options)
     : model_(model), tokenizer_(tokenizer), options_(std::move(options)) {
   if (options_.scheduler.context <= 0) options_.scheduler.context = model_.config().block_size;
   scheduler_ = std::make_unique<Scheduler>(model_, tokenizer_, options_.scheduler, metrics_);
   http_ = std::make_unique<httplib::Server>();
+  configure_http();
   routes();
 }
 
@@ -91,7 +92,8 @@ void Server::shutdown(std::chrono::milliseconds grace) {
   http_->stop();  // closes the listener; listen() returns once handlers are done
 }
 
-void Server::routes() {
+// Limits, timeouts, the API key check and the error, exception and logging handlers.
+void Server::configure_http() {
   httplib::Server& http = *http_;
   const int workers = options_.max_connections;
   http.new_task_queue = [workers] { return new httplib::ThreadPool(size_t(workers)); };
@@ -139,7 +141,10 @@ void Server::routes() {
     if (res.status >= 400 && (res.status < 500 || res.status == 503)) ++metrics_.requests_rejected;
     if (res.status >= 500 && res.status != 503) ++metrics_.requests_failed;
   });
+}
 
+void Server::routes() {
+  httplib::Server& http = *http_;
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (shutting_down_)
       send_json(res, 503, {{"status", "shutting down"}});
@@ -190,195 +195,221 @@ void Server::routes() {
   });
 
   // Completions and chat completions share everything but their JSON shapes.
-  const auto completion = [this](bool chat) {
-    return [this, chat](const httplib::Request& req, httplib::Response& res) {
-      auto p = std::make_shared<Prepared>();
-      const ModelConfig& c = model_.config();
-      const int64_t context = options_.scheduler.context;
-      const int64_t max_prompt = std::min(context, c.block_size);
-      try {
-        p->request = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
-        const CompletionRequest& r = p->request;
-        if (!r.model.empty() && r.model != options_.model_name)
-          throw ApiError(400, "model '" + r.model + "' is not served here; this server serves '" +
-                                  options_.model_name + "'",
-                         "model", "invalid_request_error", "model_not_found");
-        if (r.n > options_.scheduler.rows)
-          throw ApiError(400, "'n': at most " + std::to_string(options_.scheduler.rows) +
-                                  " choices (the server's --parallel rows)", "n");
-        std::random_device entropy;
-        const uint64_t seed = r.seed ? *r.seed : (uint64_t(entropy()) << 32) ^ entropy();
-        for (const Prompt& prompt : r.prompts) {
-          auto job = std::make_shared<Job>();
-          if (prompt.is_ids) {
-            for (int64_t id : prompt.ids) {
-              if (id < 0 || id >= int64_t(tokenizer_.vocab_size()))
-                throw ApiError(400, "'prompt': id " + std::to_string(id) + " is not a token (ids are in [0, " +
-                                        std::to_string(tokenizer_.vocab_size()) + "))", "prompt");
-              job->prompt.push_back(int32_t(id));
-            }
-            std::vector<uint32_t> ids(job->prompt.begin(), job->prompt.end());
-            p->prompt_texts.push_back(tokenizer_.decode(ids));
-          } else {
-            for (uint32_t id : tokenizer_.encode(prompt.text)) job->prompt.push_back(int32_t(id));
-            p->prompt_texts.push_back(prompt.text);
-          }
-          // An empty prompt starts a new document, as in `sps generate`.
-          if (job->prompt.empty()) job->prompt.push_back(c.eos_token_id);
-          const int64_t P = int64_t(job->prompt.size());
-          if (P > max_prompt)
-            throw ApiError(400, "the prompt is " + std::to_string(P) + " tokens; at most " +
-                                    std::to_string(max_prompt) + " fit the model's context",
-                           "prompt", "invalid_request_error", "context_length_exceeded");
-          job->max_tokens = r.max_tokens < 0 ? context - P : r.max_tokens;
-          if (P + job->max_tokens > context)
-            throw ApiError(400, "the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
-                                    std::to_string(job->max_tokens) + ") is more than the context of " +
-                                    std::to_string(context) + " tokens",
-                           "max_tokens", "invalid_request_error", "context_length_exceeded");
-          job->n = r.n;
-          job->stop = r.stop;
-          job->logprobs = r.logprobs;
-          job->score_prompt = r.echo && r.logprobs >= 0;
-          job->stop_at_eos = !r.ignore_eos;
-          SamplingOptions s;
-          s.temperature = r.temperature;
-          s.top_k = r.top_k;
-          s.top_p = r.top_p;
-          s.seed = seed;
-          s.allowed_ids = tokenizer_.vocab_size();
-          try {
-            job->sampler = std::make_unique<TokenSampler>(s, c);
-          } catch (const UserError& e) {
-            throw ApiError(400, e.what());
-          }
-          p->prompt_tokens += P;
-          p->jobs.push_back(job);
-        }
-        if (shutting_down_) throw busy("the server is shutting down");
-        for (const auto& job : p->jobs)
-          if (!scheduler_->submit(job)) {
-            cancel_all(p->jobs);
-            res.set_header("Retry-After", std::to_string(options_.retry_after_seconds));
-            throw busy(shutting_down_ ? "the server is shutting down"
-                                      : "the queue is full; retry later");
-          }
-      } catch (const ApiError& e) {
-        send_error(res, e);
-        return;
-      }
-      p->head = {(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_), options_.model_name,
-                 int64_t(std::time(nullptr)), chat};
-      const int64_t n = p->request.n;
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    complete(req, res, false);
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    complete(req, res, true);
+  });
+}
 
-      if (!p->request.stream) {
-        // Wait for every choice; a client that closes its connection meanwhile cancels the
-        // jobs, which frees their rows at the next step.
-        const ConnectionWatch connection(req.local_addr, req.local_port, req.remote_addr,
-                                         req.remote_port);
-        std::vector<ChoiceResult> choices(p->jobs.size() * n);
-        std::vector<std::vector<TokenLogprob>> echo_tokens(p->jobs.size());
-        bool cancelled = false, client_gone = false;
-        for (size_t j = 0; j < p->jobs.size(); ++j) {
-          while (true) {
-            Job::Taken t = p->jobs[j]->take(std::chrono::milliseconds(100));
-            if (!t.finished && !client_gone && connection.peer_closed()) {
-              client_gone = true;
-              cancel_all(p->jobs);
-            }
-            if (t.prompt_logprobs) echo_tokens[j] = std::move(*t.prompt_logprobs);
-            for (ChoiceUpdate& u : t.updates) {
-              ChoiceResult& choice = choices[j * n + u.choice];
-              choice.text += u.text;
-              choice.tokens.insert(choice.tokens.end(), u.tokens.begin(), u.tokens.end());
-              if (u.finished) choice.finish = u.reason;
-            }
-            if (t.finished) {
-              cancelled = cancelled || t.cancelled;
-              break;
-            }
-          }
-        }
-        if (client_gone) return;  // nobody to answer
-        if (cancelled) {
-          send_error(res, busy("the server shut down before the completion finished"));
-          return;
-        }
-        const bool echo = p->request.echo;
-        send_json(res, 200,
-                  completion_response(p->head, tokenizer_, choices, p->request.logprobs,
-                                      echo ? p->prompt_texts : std::vector<std::string>{},
-                                      echo ? echo_tokens : std::vector<std::vector<TokenLogprob>>{},
-                                      n, p->prompt_tokens));
-        return;
-      }
+void Server::complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+  std::shared_ptr<Prepared> p;
+  try {
+    p = prepare(req.body, chat);
+    submit(*p, res);
+  } catch (const ApiError& e) {
+    send_error(res, e);
+    return;
+  }
+  p->head = {(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_), options_.model_name,
+             int64_t(std::time(nullptr)), chat};
+  if (p->request.stream)
+    answer_stream(p, res);
+  else
+    answer_whole(*p, req, res);
+}
 
-      // Server-sent events: one chunk per piece of text, then [DONE]. A failed write (the
-      // client went away) cancels the jobs, which frees their rows at the next step.
-      struct StreamState {
-        std::vector<uint8_t> started, job_done;
-        int64_t completion_tokens = 0;
-      };
-      auto state = std::make_shared<StreamState>();
-      ++open_streams_;
-      state->started.assign(p->jobs.size() * n, 0);
-      state->job_done.assign(p->jobs.size(), 0);
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [this, p, state, n](size_t, httplib::DataSink& sink) {
-            const auto send = [&](const json& chunk) {
-              const std::string event = "data: " + dump(chunk) + "\n\n";
-              return sink.write(event.data(), event.size());
-            };
-            bool all_done = true, waited = false;
-            for (size_t j = 0; j < p->jobs.size(); ++j) {
-              if (state->job_done[j]) continue;
-              // Wait on the first unfinished job only, then collect from the others.
-              Job::Taken t = p->jobs[j]->take(std::chrono::milliseconds(waited ? 0 : 100));
-              waited = true;
-              for (const ChoiceUpdate& u : t.updates) {
-                const int64_t index = int64_t(j) * n + u.choice;
-                state->completion_tokens += int64_t(u.tokens.size());
-                const bool has_logprobs = p->request.logprobs >= 0;
-                if (u.text.empty() && !u.finished && !has_logprobs && state->started[index]) continue;
-                const json chunk = stream_chunk(p->head, tokenizer_, index, u.text, u.tokens,
-                                                p->request.logprobs,
-                                                u.finished ? std::optional(u.reason) : std::nullopt,
-                                                !state->started[index]);
-                state->started[index] = 1;
-                if (!send(chunk)) {
-                  cancel_all(p->jobs);
-                  return false;
-                }
-              }
-              if (t.finished)
-                state->job_done[j] = 1;
-              else
-                all_done = false;
-            }
-            if (!all_done) return true;
-            if (p->request.include_usage) {
-              json chunk = {{"id", p->head.id},
-                            {"object", p->head.chat ? "chat.completion.chunk" : "text_completion"},
-                            {"created", p->head.created},
-                            {"model", p->head.model},
-                            {"choices", json::array()},
-                            {"usage", usage(p->prompt_tokens, state->completion_tokens)}};
-              if (!send(chunk)) return false;
-            }
-            const std::string done = "data: [DONE]\n\n";
-            if (!sink.write(done.data(), done.size())) return false;
-            sink.done();
-            return true;
-          },
-          [this, p](bool success) {
-            if (!success) cancel_all(p->jobs);
-            --open_streams_;
-          });
-    };
+std::shared_ptr<Server::Prepared> Server::prepare(const std::string& body, bool chat) const {
+  auto p = std::make_shared<Prepared>();
+  p->request = chat ? parse_chat_request(body) : parse_completion_request(body);
+  const CompletionRequest& r = p->request;
+  if (!r.model.empty() && r.model != options_.model_name)
+    throw ApiError(400, "model '" + r.model + "' is not served here; this server serves '" +
+                            options_.model_name + "'",
+                   "model", "invalid_request_error", "model_not_found");
+  if (r.n > options_.scheduler.rows)
+    throw ApiError(400, "'n': at most " + std::to_string(options_.scheduler.rows) +
+                            " choices (the server's --parallel rows)", "n");
+  std::random_device entropy;
+  const uint64_t seed = r.seed ? *r.seed : (uint64_t(entropy()) << 32) ^ entropy();
+  for (const Prompt& prompt : r.prompts) {
+    std::string text;
+    p->jobs.push_back(make_job(prompt, r, seed, text));
+    p->prompt_texts.push_back(std::move(text));
+    p->prompt_tokens += int64_t(p->jobs.back()->prompt.size());
+  }
+  return p;
+}
+
+std::shared_ptr<Job> Server::make_job(const Prompt& prompt, const CompletionRequest& r,
+                                      uint64_t seed, std::string& prompt_text) const {
+  const ModelConfig& c = model_.config();
+  const int64_t context = options_.scheduler.context;
+  const int64_t max_prompt = std::min(context, c.block_size);
+  auto job = std::make_shared<Job>();
+  if (prompt.is_ids) {
+    for (int64_t id : prompt.ids) {
+      if (id < 0 || id >= int64_t(tokenizer_.vocab_size()))
+        throw ApiError(400, "'prompt': id " + std::to_string(id) + " is not a token (ids are in [0, " +
+                                std::to_string(tokenizer_.vocab_size()) + "))", "prompt");
+      job->prompt.push_back(int32_t(id));
+    }
+    std::vector<uint32_t> ids(job->prompt.begin(), job->prompt.end());
+    prompt_text = tokenizer_.decode(ids);
+  } else {
+    for (uint32_t id : tokenizer_.encode(prompt.text)) job->prompt.push_back(int32_t(id));
+    prompt_text = prompt.text;
+  }
+  // An empty prompt starts a new document, as in `sps generate`.
+  if (job->prompt.empty()) job->prompt.push_back(c.eos_token_id);
+  const int64_t P = int64_t(job->prompt.size());
+    if (P > max_prompt)
+      throw ApiError(400, "the prompt is " + std::to_string(P) + " tokens; at most " +
+                              std::to_string(max_prompt) + " fit the model's context",
+                     "prompt", "invalid_request_error", "context_length_exceeded");
+    job->max_tokens = r.max_tokens < 0 ? context - P : r.max_tokens;
+    if (P + job->max_tokens > context)
+      throw ApiError(400, "the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
+                              std::to_string(job->max_tokens) + ") is more than the context of " +
+                              std::to_string(context) + " tokens",
+                     "max_tokens", "invalid_request_error", "context_length_exceeded");
+    job->n = r.n;
+    job->stop = r.stop;
+    job->logprobs = r.logprobs;
+    job->score_prompt = r.echo && r.logprobs >= 0;
+    job->stop_at_eos = !r.ignore_eos;
+    SamplingOptions s;
+    s.temperature = r.temperature;
+    s.top_k = r.top_k;
+    s.top_p = r.top_p;
+    s.seed = seed;
+    s.allowed_ids = tokenizer_.vocab_size();
+    try {
+      job->sampler = std::make_unique<TokenSampler>(s, c);
+    } catch (const UserError& e) {
+      throw ApiError(400, e.what());
+    }
+  return job;
+}
+
+void Server::submit(const Prepared& p, httplib::Response& res) {
+  if (shutting_down_) throw busy("the server is shutting down");
+  for (const auto& job : p.jobs)
+    if (!scheduler_->submit(job)) {
+      cancel_all(p.jobs);
+      res.set_header("Retry-After", std::to_string(options_.retry_after_seconds));
+      throw busy(shutting_down_ ? "the server is shutting down"
+                                : "the queue is full; retry later");
+    }
+}
+
+void Server::answer_whole(const Prepared& p, const httplib::Request& req, httplib::Response& res) {
+  const int64_t n = p.request.n;
+  // Wait for every choice; a client that closes its connection meanwhile cancels the
+  // jobs, which frees their rows at the next step.
+  const ConnectionWatch connection(req.local_addr, req.local_port, req.remote_addr,
+                                   req.remote_port);
+  std::vector<ChoiceResult> choices(p.jobs.size() * n);
+  std::vector<std::vector<TokenLogprob>> echo_tokens(p.jobs.size());
+  bool cancelled = false, client_gone = false;
+  for (size_t j = 0; j < p.jobs.size(); ++j) {
+    while (true) {
+      Job::Taken t = p.jobs[j]->take(std::chrono::milliseconds(100));
+      if (!t.finished && !client_gone && connection.peer_closed()) {
+        client_gone = true;
+        cancel_all(p.jobs);
+      }
+      if (t.prompt_logprobs) echo_tokens[j] = std::move(*t.prompt_logprobs);
+      for (ChoiceUpdate& u : t.updates) {
+        ChoiceResult& choice = choices[j * n + u.choice];
+        choice.text += u.text;
+        choice.tokens.insert(choice.tokens.end(), u.tokens.begin(), u.tokens.end());
+        if (u.finished) choice.finish = u.reason;
+      }
+      if (t.finished) {
+        cancelled = cancelled || t.cancelled;
+        break;
+      }
+    }
+  }
+  if (client_gone) return;  // nobody to answer
+  if (cancelled) {
+    send_error(res, busy("the server shut down before the completion finished"));
+    return;
+  }
+  const bool echo = p.request.echo;
+  send_json(res, 200,
+            completion_response(p.head, tokenizer_, choices, p.request.logprobs,
+                                echo ? p.prompt_texts : std::vector<std::string>{},
+                                echo ? echo_tokens : std::vector<std::vector<TokenLogprob>>{},
+                                n, p.prompt_tokens));
+}
+
+void Server::answer_stream(std::shared_ptr<Prepared> p, httplib::Response& res) {
+  const int64_t n = p->request.n;
+  // Server-sent events: one chunk per piece of text, then [DONE]. A failed write (the
+  // client went away) cancels the jobs, which frees their rows at the next step.
+  struct StreamState {
+    std::vector<uint8_t> started, job_done;
+    int64_t completion_tokens = 0;
   };
-  http.Post("/v1/completions", completion(false));
-  http.Post("/v1/chat/completions", completion(true));
+  auto state = std::make_shared<StreamState>();
+  ++open_streams_;
+  state->started.assign(p->jobs.size() * n, 0);
+  state->job_done.assign(p->jobs.size(), 0);
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, p, state, n](size_t, httplib::DataSink& sink) {
+        const auto send = [&](const json& chunk) {
+          const std::string event = "data: " + dump(chunk) + "\n\n";
+          return sink.write(event.data(), event.size());
+        };
+        bool all_done = true, waited = false;
+        for (size_t j = 0; j < p->jobs.size(); ++j) {
+          if (state->job_done[j]) continue;
+          // Wait on the first unfinished job only, then collect from the others.
+          Job::Taken t = p->jobs[j]->take(std::chrono::milliseconds(waited ? 0 : 100));
+          waited = true;
+          for (const ChoiceUpdate& u : t.updates) {
+            const int64_t index = int64_t(j) * n + u.choice;
+            state->completion_tokens += int64_t(u.tokens.size());
+            const bool has_logprobs = p->request.logprobs >= 0;
+            if (u.text.empty() && !u.finished && !has_logprobs && state->started[index]) continue;
+            const json chunk = stream_chunk(p->head, tokenizer_, index, u.text, u.tokens,
+                                            p->request.logprobs,
+                                            u.finished ? std::optional(u.reason) : std::nullopt,
+                                            !state->started[index]);
+            state->started[index] = 1;
+            if (!send(chunk)) {
+              cancel_all(p->jobs);
+              return false;
+            }
+          }
+          if (t.finished)
+            state->job_done[j] = 1;
+          else
+            all_done = false;
+        }
+        if (!all_done) return true;
+        if (p->request.include_usage) {
+          json chunk = {{"id", p->head.id},
+                        {"object", p->head.chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", p->head.created},
+                        {"model", p->head.model},
+                        {"choices", json::array()},
+                        {"usage", usage(p->prompt_tokens, state->completion_tokens)}};
+          if (!send(chunk)) return false;
+        }
+        const std::string done = "data: [DONE]\n\n";
+        if (!sink.write(done.data(), done.size())) return false;
+        sink.done();
+        return true;
+      },
+      [this, p](bool success) {
+        if (!success) cancel_all(p->jobs);
+        --open_streams_;
+      });
 }
 
 }  // namespace sps::serve

@@ -9,11 +9,14 @@
 
 #include "model/model.h"
 #include "serve/metrics.h"
+#include "serve/request.h"
 #include "serve/scheduler.h"
 #include "tokenizer/bpe.h"
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace sps::serve {
@@ -47,7 +50,18 @@ class Server {
   Metrics& metrics() { return metrics_; }
 
  private:
+  struct Prepared;
+  void configure_http();
   void routes();
+  // POST /v1/completions and /v1/chat/completions: prepare and submit the jobs, then answer
+  // once they end (answer_whole) or as server-sent events (answer_stream).
+  void complete(const httplib::Request& req, httplib::Response& res, bool chat);
+  std::shared_ptr<Prepared> prepare(const std::string& body, bool chat) const;  // or ApiError
+  std::shared_ptr<Job> make_job(const Prompt& prompt, const CompletionRequest& request,
+                                uint64_t seed, std::string& prompt_text) const;
+  void submit(const Prepared& p, httplib::Response& res);  // 503 when the queue is full
+  void answer_whole(const Prepared& p, const httplib::Request& req, httplib::Response& res);
+  void answer_stream(std::shared_ptr<Prepared> p, httplib::Response& res);
 
   Model<float>& model_;
   const BpeTokenizer& tokenizer_;
