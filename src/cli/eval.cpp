@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -137,45 +138,59 @@ void cap_corpus_bytes(std::vector<eval::CorpusDocument>& docs, int64_t budget) {
 
 std::string suite_dir() { return sps_home() + "/eval-suite"; }
 
-void run_eval(const EvalArgs& a) {
-  if (a.batch < 1) fail("--batch must be at least 1");
-  const eval::Scoring scoring = eval::scoring_from_name(a.scoring);
-  std::vector<std::string> tasks = split_list(a.tasks);
-  std::map<std::string, std::string> task_files;
+// The tasks to run, in order, and the files of the zero-shot ones; every task is checked
+// before the model loads.
+struct TaskList {
+  std::vector<std::string> tasks;
+  std::map<std::string, std::string> files;
+};
+
+bool is_val_task(const std::string& t) {
+  return t == "val" || t == "val?" || t.rfind("val:", 0) == 0;
+}
+
+// --suite local: the recipe's val.bin (when there is one), the local corpora that are
+// present, the held-out edu documents, cloze and continuation.
+void add_local_suite(TaskList& list, bool quiet) {
+  const std::string corpora = sps_home() + "/corpora", dir = suite_dir();
+  std::error_code ec;
+  if (!fs::exists(dir + "/cloze.jsonl", ec))
+    fail("{}: the local suite is not built; run scripts/build-eval-suite.sh", dir);
+  std::vector<std::string> suite = {"val?"};
+  for (const char* name : {"brown", "kjv", "gcide"}) {
+    const std::string path = corpora + "/" + name + ".jsonl";
+    if (fs::exists(path, ec))
+      suite.push_back(fmt::format("corpus:{}={}", name, path));
+    else if (!quiet)
+      std::fprintf(stderr, "sps eval: %s not found, corpus %s skipped (scripts/get-corpora.sh)\n",
+                   path.c_str(), name);
+  }
+  suite.push_back("corpus:edu_heldout=" + dir + "/edu_heldout.jsonl");
+  suite.push_back("cloze");
+  suite.push_back("continuation");
+  list.tasks.insert(list.tasks.begin(), suite.begin(), suite.end());
+  list.files.try_emplace("cloze", dir + "/cloze.jsonl");
+  list.files.try_emplace("continuation", dir + "/continuation.jsonl");
+}
+
+TaskList task_list(const EvalArgs& a) {
+  TaskList list;
+  list.tasks = split_list(a.tasks);
   for (const auto& spec : a.task_files) {
     const auto [name, path] = name_path(spec, "--task-file");
     if (!eval::is_task_name(name))
       fail("--task-file {}: unknown task \"{}\" (known: arc_easy, hellaswag, piqa, sciq, "
            "lambada_openai, cloze, continuation)",
            spec, name);
-    task_files[name] = path;
+    list.files[name] = path;
   }
   if (!a.suite.empty()) {
     if (a.suite != "local") fail("--suite {}: the only suite is \"local\"", a.suite);
-    const std::string corpora = sps_home() + "/corpora", dir = suite_dir();
-    std::error_code ec;
-    if (!fs::exists(dir + "/cloze.jsonl", ec))
-      fail("{}: the local suite is not built; run scripts/build-eval-suite.sh", dir);
-    std::vector<std::string> suite = {"val?"};
-    for (const char* name : {"brown", "kjv", "gcide"}) {
-      const std::string path = corpora + "/" + name + ".jsonl";
-      if (fs::exists(path, ec))
-        suite.push_back(fmt::format("corpus:{}={}", name, path));
-      else if (!a.quiet)
-        std::fprintf(stderr, "sps eval: %s not found, corpus %s skipped (scripts/get-corpora.sh)\n",
-                     path.c_str(), name);
-    }
-    suite.push_back("corpus:edu_heldout=" + dir + "/edu_heldout.jsonl");
-    suite.push_back("cloze");
-    suite.push_back("continuation");
-    tasks.insert(tasks.begin(), suite.begin(), suite.end());
-    task_files.try_emplace("cloze", dir + "/cloze.jsonl");
-    task_files.try_emplace("continuation", dir + "/continuation.jsonl");
+    add_local_suite(list, a.quiet);
   }
-  if (tasks.empty()) fail("give --tasks LIST or --suite local");
-  // Check every task before loading the model.
-  for (const auto& t : tasks) {
-    if (t == "val" || t == "val?" || t.rfind("val:", 0) == 0) continue;
+  if (list.tasks.empty()) fail("give --tasks LIST or --suite local");
+  for (const auto& t : list.tasks) {
+    if (is_val_task(t)) continue;
     if (t.rfind("corpus:", 0) == 0) {
       name_path(t.substr(7), "corpus");
       continue;
@@ -184,124 +199,170 @@ void run_eval(const EvalArgs& a) {
       fail("unknown task \"{}\" (val, val:PATH, corpus:NAME=PATH, arc_easy, hellaswag, piqa, sciq, "
            "lambada_openai, cloze, continuation)",
            t);
-    if (!task_files.count(t)) fail("task {} needs its file: --task-file {}=PATH", t, t);
+    if (!list.files.count(t)) fail("task {} needs its file: --task-file {}=PATH", t, t);
   }
+  return list;
+}
 
-  const LoadedModel m =
-      load_model(a.checkpoint, a.weights, a.config, ops::parse_device(*a.device, "--device"));
-  Model<float>& model = *m.model;
-  const auto recipe = recipe_of(m);
-  std::unique_ptr<BpeTokenizer> tokenizer;
-  const auto tok = [&]() -> const BpeTokenizer& {
-    if (!tokenizer) tokenizer = std::make_unique<BpeTokenizer>(load_tokenizer(a.tokenizer, m));
-    return *tokenizer;
-  };
-
+// What the tasks found: the JSON written by --out, the printed table's rows, and the
+// numbers the summary averages.
+struct EvalReport {
   nlohmann::ordered_json results;
-  results["checkpoint"] = m.weights_path;
-  results["config"] = m.config_path;
-  results["family"] = model.config().family;
-  results["block_size"] = model.config().block_size;
   std::vector<std::array<std::string, 4>> table;  // task, metric, value, detail
   double val_nll = NAN;
   std::vector<double> corpus_nll, task_acc;
+};
 
-  for (const auto& t : tasks) {
-    if (t == "val" || t == "val?" || t.rfind("val:", 0) == 0) {
-      std::string path = t.rfind("val:", 0) == 0 ? t.substr(4) : "";
-      if (path.empty() && recipe) path = recipe->data.val_bin;
-      if (path.empty()) {
-        if (t == "val?") continue;  // the suite without a recipe's val.bin
-        fail("task val: {} names no val.bin; use val:PATH", m.config_path);
-      }
-      const int64_t total = a.val_tokens > 0 ? a.val_tokens
-                                             : recipe ? recipe->training.eval_total_tokens : 10000000;
-      const uint64_t seed = recipe ? uint64_t(recipe->training.eval_seed) : 42;
-      const ValResult v = run_val(model, path, recipe && t.rfind("val:", 0) != 0 ? recipe->data.dtype : "",
-                                  total, seed, a.batch, a.quiet);
-      val_nll = v.nll;
-      results["val"] = {{"path", v.path}, {"nll", v.nll}, {"windows", v.windows},
-                        {"tokens", v.tokens}, {"seconds", v.seconds},
-                        {"tokens_per_second", v.tokens_per_second}};
-      table.push_back({"val", "NLL", fmt::format("{:.4f}", v.nll),
-                       fmt::format("{} windows, {:.0f} tokens/s", v.windows, v.tokens_per_second)});
-    } else if (t.rfind("corpus:", 0) == 0) {
-      const auto [name, path] = name_path(t.substr(7), "corpus");
-      auto docs = eval::read_corpus(path);
-      if (a.limit > 0 && int64_t(docs.size()) > a.limit) docs.resize(size_t(a.limit));
-      if (a.corpus_bytes > 0) cap_corpus_bytes(docs, a.corpus_bytes);
-      ProgressReporter progress("corpus " + name, progress_in("windows", a.quiet));
-      const auto t0 = Clock::now();
-      const eval::CorpusScore s =
-          eval::score_corpus(model, tok(), docs, a.batch, progress.callback());
-      finite_or_fail(s.loglik, path + ": corpus log-likelihood");
-      const double secs = seconds_since(t0);
-      corpus_nll.push_back(s.nats_per_word());
-      results["corpus"][name] = {{"path", path},
-                                 {"nats_per_word", s.nats_per_word()},
-                                 {"nll_per_token", s.nll_per_token()},
-                                 {"bits_per_byte", s.bits_per_byte()},
-                                 {"word_perplexity", std::exp(s.nats_per_word())},
-                                 {"documents", s.documents},
-                                 {"tokens", s.tokens},
-                                 {"words", s.words},
-                                 {"bytes", s.bytes},
-                                 {"loglik", s.loglik},
-                                 {"seconds", secs},
-                                 {"tokens_per_second", secs > 0 ? double(s.tokens) / secs : 0}};
-      table.push_back({"corpus:" + name, "nats/word", fmt::format("{:.4f}", s.nats_per_word()),
-                       fmt::format("{:.4f} nats/token, {:.4f} bits/byte, {} docs", s.nll_per_token(),
-                                   s.bits_per_byte(), s.documents)});
-    } else {
-      const eval::TaskData data = eval::load_task(t, task_files.at(t), a.limit);
-      ProgressReporter progress(t, progress_in("items", a.quiet));
-      const eval::TaskResult r =
-          eval::run_task(model, tok(), data, a.batch, progress.callback(), scoring);
-      const double acc = data.lambada ? r.acc : r.acc_norm;
-      task_acc.push_back(acc);
-      nlohmann::ordered_json j = {{"path", data.path}, {"items", r.items}};
-      if (data.lambada) {
-        j["acc"] = r.acc;
-        j["perplexity"] = r.perplexity;
-      } else {
-        j["acc"] = r.acc;
-        j["acc_norm"] = r.acc_norm;
-      }
-      j["scoring"] = eval::scoring_name(scoring);
-      j["seconds"] = r.seconds;
-      j["items_per_second"] = r.items_per_second();
-      results["tasks"][t] = j;
-      if (data.lambada)
-        table.push_back({t, "exact match", fmt::format("{:.4f}", r.acc),
-                         fmt::format("ppl {:.2f}, {} items, {:.1f} items/s", r.perplexity, r.items,
-                                     r.items_per_second())});
-      else
-        table.push_back({t, "acc_norm", fmt::format("{:.4f}", r.acc_norm),
-                         fmt::format("acc {:.4f}, {} items, {:.1f} items/s", r.acc, r.items,
-                                     r.items_per_second())});
-    }
+// Everything a task needs besides its own name.
+struct EvalContext {
+  const EvalArgs& args;
+  const LoadedModel& loaded;
+  const TrainConfig* recipe;  // null for a bare model config
+  std::function<const BpeTokenizer&()> tokenizer;  // loaded on first use
+  eval::Scoring scoring;
+};
+
+void eval_val(const EvalContext& e, const std::string& t, EvalReport& report) {
+  std::string path = t.rfind("val:", 0) == 0 ? t.substr(4) : "";
+  if (path.empty() && e.recipe) path = e.recipe->data.val_bin;
+  if (path.empty()) {
+    if (t == "val?") return;  // the suite without a recipe's val.bin
+    fail("task val: {} names no val.bin; use val:PATH", e.loaded.config_path);
   }
+  const EvalArgs& a = e.args;
+  const int64_t total = a.val_tokens > 0 ? a.val_tokens
+                         : e.recipe       ? e.recipe->training.eval_total_tokens
+                                          : 10000000;
+  const uint64_t seed = e.recipe ? uint64_t(e.recipe->training.eval_seed) : 42;
+  const std::string dtype = e.recipe && t.rfind("val:", 0) != 0 ? e.recipe->data.dtype : "";
+  const ValResult v = run_val(*e.loaded.model, path, dtype, total, seed, a.batch, a.quiet);
+  report.val_nll = v.nll;
+  report.results["val"] = {{"path", v.path}, {"nll", v.nll}, {"windows", v.windows},
+                           {"tokens", v.tokens}, {"seconds", v.seconds},
+                           {"tokens_per_second", v.tokens_per_second}};
+  report.table.push_back(
+      {"val", "NLL", fmt::format("{:.4f}", v.nll),
+       fmt::format("{} windows, {:.0f} tokens/s", v.windows, v.tokens_per_second)});
+}
+
+void eval_corpus(const EvalContext& e, const std::string& t, EvalReport& report) {
+  const EvalArgs& a = e.args;
+  const auto [name, path] = name_path(t.substr(7), "corpus");
+  auto docs = eval::read_corpus(path);
+  if (a.limit > 0 && int64_t(docs.size()) > a.limit) docs.resize(size_t(a.limit));
+  if (a.corpus_bytes > 0) cap_corpus_bytes(docs, a.corpus_bytes);
+  ProgressReporter progress("corpus " + name, progress_in("windows", a.quiet));
+  const auto t0 = Clock::now();
+  const eval::CorpusScore s =
+      eval::score_corpus(*e.loaded.model, e.tokenizer(), docs, a.batch, progress.callback());
+  finite_or_fail(s.loglik, path + ": corpus log-likelihood");
+  const double secs = seconds_since(t0);
+  report.corpus_nll.push_back(s.nats_per_word());
+  report.results["corpus"][name] = {{"path", path},
+                                    {"nats_per_word", s.nats_per_word()},
+                                    {"nll_per_token", s.nll_per_token()},
+                                    {"bits_per_byte", s.bits_per_byte()},
+                                    {"word_perplexity", std::exp(s.nats_per_word())},
+                                    {"documents", s.documents},
+                                    {"tokens", s.tokens},
+                                    {"words", s.words},
+                                    {"bytes", s.bytes},
+                                    {"loglik", s.loglik},
+                                    {"seconds", secs},
+                                    {"tokens_per_second", secs > 0 ? double(s.tokens) / secs : 0}};
+  report.table.push_back({"corpus:" + name, "nats/word", fmt::format("{:.4f}", s.nats_per_word()),
+                          fmt::format("{:.4f} nats/token, {:.4f} bits/byte, {} docs",
+                                      s.nll_per_token(), s.bits_per_byte(), s.documents)});
+}
+
+void eval_zero_shot(const EvalContext& e, const std::string& t, const std::string& file,
+                    EvalReport& report) {
+  const eval::TaskData data = eval::load_task(t, file, e.args.limit);
+  ProgressReporter progress(t, progress_in("items", e.args.quiet));
+  const eval::TaskResult r = eval::run_task(*e.loaded.model, e.tokenizer(), data, e.args.batch,
+                                            progress.callback(), e.scoring);
+  report.task_acc.push_back(data.lambada ? r.acc : r.acc_norm);
+  nlohmann::ordered_json j = {{"path", data.path}, {"items", r.items}};
+  if (data.lambada) {
+    j["acc"] = r.acc;
+    j["perplexity"] = r.perplexity;
+  } else {
+    j["acc"] = r.acc;
+    j["acc_norm"] = r.acc_norm;
+  }
+  j["scoring"] = eval::scoring_name(e.scoring);
+  j["seconds"] = r.seconds;
+  j["items_per_second"] = r.items_per_second();
+  report.results["tasks"][t] = j;
+  if (data.lambada)
+    report.table.push_back({t, "exact match", fmt::format("{:.4f}", r.acc),
+                            fmt::format("ppl {:.2f}, {} items, {:.1f} items/s", r.perplexity,
+                                        r.items, r.items_per_second())});
+  else
+    report.table.push_back({t, "acc_norm", fmt::format("{:.4f}", r.acc_norm),
+                            fmt::format("acc {:.4f}, {} items, {:.1f} items/s", r.acc, r.items,
+                                        r.items_per_second())});
+}
+
+// Adds the summary (means of what ran) to the results; returns the printed tables.
+std::string summarize(EvalReport& report) {
   const auto mean = [](const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x;
     return v.empty() ? NAN : s / double(v.size());
   };
   nlohmann::ordered_json summary;
-  if (!std::isnan(val_nll)) summary["val_nll"] = val_nll;
-  if (!corpus_nll.empty()) summary["corpus_nll"] = mean(corpus_nll);
-  if (!task_acc.empty()) summary["task_accuracy"] = mean(task_acc);
-  results["summary"] = summary;
+  if (!std::isnan(report.val_nll)) summary["val_nll"] = report.val_nll;
+  if (!report.corpus_nll.empty()) summary["corpus_nll"] = mean(report.corpus_nll);
+  if (!report.task_acc.empty()) summary["task_accuracy"] = mean(report.task_acc);
+  report.results["summary"] = summary;
 
   std::string md = "| task | metric | value | detail |\n|---|---|---|---|\n";
-  for (const auto& r : table) md += fmt::format("| {} | {} | {} | {} |\n", r[0], r[1], r[2], r[3]);
+  for (const auto& r : report.table)
+    md += fmt::format("| {} | {} | {} | {} |\n", r[0], r[1], r[2], r[3]);
   md += "\n| val NLL | Corpus NLL | Task Accuracy |\n|---|---|---|\n";
   const auto cell = [&](const char* key) {
     return summary.contains(key) ? fmt::format("{:.4f}", summary[key].get<double>()) : std::string("–");
   };
   md += fmt::format("| {} | {} | {} |\n", cell("val_nll"), cell("corpus_nll"), cell("task_accuracy"));
+  return md;
+}
+
+void run_eval(const EvalArgs& a) {
+  if (a.batch < 1) fail("--batch must be at least 1");
+  const eval::Scoring scoring = eval::scoring_from_name(a.scoring);
+  const TaskList list = task_list(a);
+
+  const LoadedModel m =
+      load_model(a.checkpoint, a.weights, a.config, ops::parse_device(*a.device, "--device"));
+  const auto recipe = recipe_of(m);
+  std::unique_ptr<BpeTokenizer> tokenizer;
+  const EvalContext context{a, m, recipe.get(),
+                            [&]() -> const BpeTokenizer& {
+                              if (!tokenizer)
+                                tokenizer = std::make_unique<BpeTokenizer>(
+                                    load_tokenizer(a.tokenizer, m));
+                              return *tokenizer;
+                            },
+                            scoring};
+
+  EvalReport report;
+  report.results["checkpoint"] = m.weights_path;
+  report.results["config"] = m.config_path;
+  report.results["family"] = m.model->config().family;
+  report.results["block_size"] = m.model->config().block_size;
+  for (const auto& t : list.tasks) {
+    if (is_val_task(t))
+      eval_val(context, t, report);
+    else if (t.rfind("corpus:", 0) == 0)
+      eval_corpus(context, t, report);
+    else
+      eval_zero_shot(context, t, list.files.at(t), report);
+  }
+  const std::string md = summarize(report);
   std::fputs(md.c_str(), stdout);
   if (!a.out.empty()) {
-    write_file_atomically(a.out, results.dump(2) + "\n");
+    write_file_atomically(a.out, report.results.dump(2) + "\n");
     const fs::path md_path = fs::path(a.out).replace_extension(".md");
     write_file_atomically(md_path.string(), md);
   }
