@@ -114,19 +114,16 @@ void register_serve_bench(CLI::App* bench) {
   cmd->callback([] { run_serve_bench(a); });
 }
 
-}  // namespace
-
-void register_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "measure kernels and training steps");
-  bench->require_subcommand(1);
-
+void register_gemm_bench(CLI::App* bench) {
   auto* gemm = bench->add_subcommand("gemm", "the sgemm rate BLAS reaches with these threads");
   static int64_t gemm_n = 2048;
   static int gemm_repeats = 5;
   gemm->add_option("--size", gemm_n, "matrix size n (n×n×n)")->check(CLI::Range(64, 16384));
   gemm->add_option("--repeats", gemm_repeats, "timed runs")->check(CLI::Range(1, 1000));
   gemm->callback([] { run_gemm_bench(gemm_n, gemm_repeats); });
+}
 
+void register_attention_bench(CLI::App* bench) {
   auto* attention = bench->add_subcommand("attention", "the family-masked attention alone");
   static int64_t attn_tokens = 4096, attn_window = 64, attn_heads = 8, attn_head_dim = 64;
   static int attn_repeats = 3;
@@ -141,7 +138,9 @@ void register_bench(CLI::App& app) {
     if (attn_head_dim % 2) fail("--head-dim must be even, got {}", attn_head_dim);
     run_attention_bench(attn_tokens, attn_window, attn_heads, attn_head_dim, attn_repeats);
   });
+}
 
+void register_step_bench(CLI::App* bench) {
   auto* step = bench->add_subcommand("step", "forward + backward of one micro-batch");
   static std::string config_path;
   static std::vector<std::string> overrides;
@@ -163,7 +162,48 @@ void register_bench(CLI::App& app) {
       fail("--tokens {} exceeds model.block_size {}", options.tokens, options.config.block_size);
     run_step_bench(options);
   });
+}
 
+// The models of `bench generate`: every family of each --config (random weights; 2x_memory
+// gets a window over all `positions`), then each --checkpoint as trained.
+std::vector<GenerateBenchModel> generate_bench_models(const std::vector<std::string>& configs,
+                                                      const std::vector<std::string>& checkpoints,
+                                                      const std::vector<std::string>& overrides,
+                                                      const std::vector<std::string>& families,
+                                                      int64_t positions) {
+  std::vector<GenerateBenchModel> models;
+  for (const std::string& path : configs) {
+    const ModelConfig base = load_model_config(path, overrides);
+    for (const std::string& name : families) {
+      const FamilyEntry& entry = family_entry(name, "--families");
+      GenerateBenchModel m;
+      m.config = base;
+      m.config.family = entry.model_family;
+      if (entry.window == WindowRule::every_position)
+        m.config.window_size = std::max(base.block_size, positions);
+      m.label = entry.window == WindowRule::swept ? fmt::format("{} w={}", name, base.window_size)
+                                                  : name;
+      if (configs.size() > 1)
+        m.label = std::filesystem::path(path).stem().string() + " " + m.label;
+      models.push_back(m);
+    }
+  }
+  for (const std::string& dir : checkpoints) {
+    const ModelFiles files = resolve_model_files(dir, "", "");
+    const std::filesystem::path folder = std::filesystem::path(files.weights_path).parent_path();
+    GenerateBenchModel m;
+    m.config = load_model_config(files.config_path, {});
+    m.weights = files.weights_path;
+    // A trainer's checkpoints are RUN/checkpoints/NAME: call them RUN/NAME.
+    const std::filesystem::path parent = folder.parent_path();
+    m.label = (parent.filename() == "checkpoints" ? parent.parent_path().filename().string() + "/" : "") +
+              folder.filename().string();
+    models.push_back(m);
+  }
+  return models;
+}
+
+void register_generate_bench(CLI::App* bench) {
   auto* generate = bench->add_subcommand(
       "generate", "cached generation, the paper's protocol: prefill + decode for each family");
   static std::vector<std::string> gen_configs, gen_checkpoints, gen_overrides;
@@ -211,38 +251,21 @@ void register_bench(CLI::App& app) {
     }
     if (gen_configs.empty() && gen_checkpoints.empty()) fail("bench generate: give --config or --checkpoint");
     if (!gen_overrides.empty() && gen_configs.empty()) fail("bench generate: overrides go with --config");
-    gen.models.clear();
-    for (const std::string& path : gen_configs) {
-      const ModelConfig base = load_model_config(path, gen_overrides);
-      for (const std::string& name : gen_families) {
-        const FamilyEntry& entry = family_entry(name, "--families");
-        GenerateBenchModel m;
-        m.config = base;
-        m.config.family = entry.model_family;
-        if (entry.window == WindowRule::every_position)
-          m.config.window_size = std::max(base.block_size, gen.prompt_tokens + gen.new_tokens);
-        m.label = entry.window == WindowRule::swept ? fmt::format("{} w={}", name, base.window_size)
-                                                    : name;
-        if (gen_configs.size() > 1)
-          m.label = std::filesystem::path(path).stem().string() + " " + m.label;
-        gen.models.push_back(m);
-      }
-    }
-    for (const std::string& dir : gen_checkpoints) {
-      const ModelFiles files = resolve_model_files(dir, "", "");
-      const std::filesystem::path folder = std::filesystem::path(files.weights_path).parent_path();
-      GenerateBenchModel m;
-      m.config = load_model_config(files.config_path, {});
-      m.weights = files.weights_path;
-      // A trainer's checkpoints are RUN/checkpoints/NAME: call them RUN/NAME.
-      const std::filesystem::path parent = folder.parent_path();
-      m.label = (parent.filename() == "checkpoints" ? parent.parent_path().filename().string() + "/" : "") +
-                folder.filename().string();
-      gen.models.push_back(m);
-    }
+    gen.models = generate_bench_models(gen_configs, gen_checkpoints, gen_overrides,
+                                       gen_families, gen.prompt_tokens + gen.new_tokens);
     run_generate_bench(gen);
   });
+}
 
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "measure kernels and training steps");
+  bench->require_subcommand(1);
+  register_gemm_bench(bench);
+  register_attention_bench(bench);
+  register_step_bench(bench);
+  register_generate_bench(bench);
   register_serve_bench(bench);
 }
 
