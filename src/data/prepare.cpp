@@ -245,6 +245,136 @@ nlohmann::ordered_json meta_json(const PrepareOptions& options, const BpeTokeniz
   };
 }
 
+// The output side of a run: train.bin and val.bin in document order (through the shuffler's
+// buckets when shuffling), meta.json last, and the document counts of the report.
+class PrepareWriter {
+ public:
+  PrepareWriter(const PrepareOptions& options, const std::vector<SourceFile>& files,
+                const std::string& out_dir, uint64_t file_bytes_total, PrepareReport& report)
+      : options_(options),
+        files_(files),
+        out_dir_(out_dir),
+        report_(report),
+        train_file_(out_dir + "/train.bin"),
+        val_file_(out_dir + "/val.bin") {
+    if (options.shuffle) {
+      shuffler_.emplace(out_dir, options.shuffle_seed,
+                        shuffle_bucket_count(file_bytes_total, options.shuffle_bucket_bytes));
+      report.shuffle_buckets = shuffler_->buckets();
+    }
+  }
+
+  // One encoded batch, in document order; the first error of a document or of the reader
+  // is thrown after the documents before it are written.
+  void write(const Batch& batch, std::vector<Encoded>& encoded,
+             const std::vector<std::exception_ptr>& errors) {
+    train_bytes_.clear();
+    val_bytes_.clear();
+    for (size_t i = 0; i < batch.docs.size(); ++i) {
+      if (errors[i]) std::rethrow_exception(errors[i]);
+      Encoded& e = encoded[i];
+      report_.replacements += e.replacements;
+      if (e.outcome == Outcome::bad) {
+        if (!options_.skip_bad_records)
+          throw UserError(e.error + " (pass --skip-bad-records to skip such records)");
+        if (report_.bad_records++ == 0) report_.first_bad_record = e.error;
+        continue;
+      }
+      if (e.outcome == Outcome::empty) {
+        ++report_.empty_documents;
+        continue;
+      }
+      SplitCounts& counts = e.val ? report_.val : report_.train;
+      ++counts.documents;
+      counts.tokens += e.tokens.size();
+      counts.max_id = std::max(counts.max_id, *std::max_element(e.tokens.begin(), e.tokens.end()));
+      ++report_.sources[files_[batch.file_of[i]].input].documents;
+      if (shuffler_) {
+        document_bytes_.clear();
+        append_tokens(e.tokens, options_.dtype, document_bytes_);
+        shuffler_->add(e.val, document_bytes_);
+      } else {
+        append_tokens(e.tokens, options_.dtype, e.val ? val_bytes_ : train_bytes_);
+      }
+    }
+    if (!train_bytes_.empty()) train_file_.write(train_bytes_.data(), train_bytes_.size());
+    if (!val_bytes_.empty()) val_file_.write(val_bytes_.data(), val_bytes_.size());
+    if (batch.error) std::rethrow_exception(batch.error);
+  }
+
+  // Shuffled runs: the buckets' documents in their shuffled order, written in large pieces.
+  void finish_shuffle(const ProgressCallback& buckets_written) {
+    if (!shuffler_) return;
+    train_bytes_.clear();
+    val_bytes_.clear();
+    auto write_out = [&](AtomicFile& file, std::string& bytes, size_t at_least) {
+      if (bytes.size() < at_least) return;
+      file.write(bytes.data(), bytes.size());
+      bytes.clear();
+    };
+    constexpr size_t kWriteBytes = size_t{8} << 20;
+    shuffler_->finish(
+        [&](uint8_t val, std::string_view document) {
+          std::string& bytes = val ? val_bytes_ : train_bytes_;
+          bytes.append(document);
+          write_out(val ? val_file_ : train_file_, bytes, kWriteBytes);
+        },
+        buckets_written);
+    write_out(train_file_, train_bytes_, 1);
+    write_out(val_file_, val_bytes_, 1);
+  }
+
+  // meta.json marks a complete folder: drop an old one first, write the new one last.
+  void commit(const std::string& meta) {
+    const std::string meta_path = out_dir_ + "/meta.json";
+    std::error_code ec;
+    fs::remove(meta_path, ec);
+    if (ec) fail("{}: cannot remove the old file ({})", meta_path, ec.message());
+    AtomicFile meta_file(meta_path);
+    meta_file.write(meta.data(), meta.size());
+    train_file_.commit();
+    val_file_.commit();
+    meta_file.commit();
+  }
+
+ private:
+  const PrepareOptions& options_;
+  const std::vector<SourceFile>& files_;
+  std::string out_dir_;
+  PrepareReport& report_;
+  AtomicFile train_file_, val_file_;
+  std::optional<DocumentShuffler> shuffler_;
+  std::string train_bytes_, val_bytes_, document_bytes_;
+};
+
+// One of the two batches in flight: while one thread writes batch k-1 in document order,
+// the others already encode batch k (a writing step alone left the other cores idle).
+struct BatchSlot {
+  Batch batch;
+  bool full = false;
+  std::vector<Encoded> encoded;
+  std::vector<std::exception_ptr> errors;
+  std::vector<uint32_t> order;  // largest documents first, so no thread ends alone on one
+};
+
+// Fills `slot` with the reader's next batch, or leaves it empty after the last one.
+void take_next(BatchSlot& slot, BatchQueue& queue, bool& last_popped,
+               const PrepareOptions& options) {
+  if (options.stop_requested && options.stop_requested()) throw Interrupted();
+  slot.full = !last_popped;
+  if (!slot.full) return;
+  slot.batch = queue.pop();
+  last_popped = slot.batch.last;
+  const size_t n = slot.batch.docs.size();
+  slot.encoded.assign(n, Encoded{});
+  slot.errors.assign(n, nullptr);
+  slot.order.resize(n);
+  for (size_t i = 0; i < n; ++i) slot.order[i] = static_cast<uint32_t>(i);
+  std::stable_sort(slot.order.begin(), slot.order.end(), [&](uint32_t a, uint32_t b) {
+    return slot.batch.docs[a].text.size() > slot.batch.docs[b].text.size();
+  });
+}
+
 PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenizer_source,
                   const std::vector<SourceFile>& files, const std::string& out_dir) {
   const auto start = std::chrono::steady_clock::now();
@@ -264,13 +394,7 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
     file_bytes_total += f.size;
   }
 
-  AtomicFile train_file(out_dir + "/train.bin"), val_file(out_dir + "/val.bin");
-  std::optional<DocumentShuffler> shuffler;
-  if (options.shuffle) {
-    shuffler.emplace(out_dir, options.shuffle_seed,
-                     shuffle_bucket_count(file_bytes_total, options.shuffle_bucket_bytes));
-    report.shuffle_buckets = shuffler->buckets();
-  }
+  PrepareWriter writer(options, files, out_dir, file_bytes_total, report);
   BatchQueue queue(2);
   std::vector<uint64_t> text_bytes_per_file(files.size(), 0);
   std::thread reader([&] { read_documents(options, files, queue, text_bytes_per_file); });
@@ -285,80 +409,21 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
   const BpeTokenizer& tokenizer = tokenizer_source();  // waits while the reader already reads
   check_token_dtype(tokenizer.vocab_size(), options.dtype);
 
-  // Two batches in flight: while one thread writes batch k-1 in document order, the others
-  // already encode batch k (a writing step alone left the other cores idle).
-  struct Slot {
-    Batch batch;
-    bool full = false;
-    std::vector<Encoded> encoded;
-    std::vector<std::exception_ptr> errors;
-    std::vector<uint32_t> order;  // largest documents first, so no thread ends alone on one
-  };
-  Slot slots[2];
-  std::string train_bytes, val_bytes, document_bytes;
+  BatchSlot slots[2];
   PrepareProgress progress;
   progress.file_bytes_total = file_bytes_total;
   bool last_popped = false, stop = false;
   std::exception_ptr failure;  // the first error, in document order; ends the run
-
-  auto take_next = [&](Slot& slot) {
-    if (options.stop_requested && options.stop_requested()) throw Interrupted();
-    slot.full = !last_popped;
-    if (!slot.full) return;
-    slot.batch = queue.pop();
-    last_popped = slot.batch.last;
-    const size_t n = slot.batch.docs.size();
-    slot.encoded.assign(n, Encoded{});
-    slot.errors.assign(n, nullptr);
-    slot.order.resize(n);
-    for (size_t i = 0; i < n; ++i) slot.order[i] = static_cast<uint32_t>(i);
-    std::stable_sort(slot.order.begin(), slot.order.end(), [&](uint32_t a, uint32_t b) {
-      return slot.batch.docs[a].text.size() > slot.batch.docs[b].text.size();
-    });
-  };
-  auto write = [&](Slot& slot) {
+  auto write = [&](BatchSlot& slot) {
     slot.full = false;
-    const Batch& batch = slot.batch;
-    train_bytes.clear();
-    val_bytes.clear();
-    for (size_t i = 0; i < batch.docs.size(); ++i) {
-      if (slot.errors[i]) std::rethrow_exception(slot.errors[i]);
-      Encoded& e = slot.encoded[i];
-      report.replacements += e.replacements;
-      if (e.outcome == Outcome::bad) {
-        if (!options.skip_bad_records)
-          throw UserError(e.error + " (pass --skip-bad-records to skip such records)");
-        if (report.bad_records++ == 0) report.first_bad_record = e.error;
-        continue;
-      }
-      if (e.outcome == Outcome::empty) {
-        ++report.empty_documents;
-        continue;
-      }
-      SplitCounts& counts = e.val ? report.val : report.train;
-      ++counts.documents;
-      counts.tokens += e.tokens.size();
-      counts.max_id = std::max(counts.max_id, *std::max_element(e.tokens.begin(), e.tokens.end()));
-      ++report.sources[files[batch.file_of[i]].input].documents;
-      if (shuffler) {
-        document_bytes.clear();
-        append_tokens(e.tokens, options.dtype, document_bytes);
-        shuffler->add(e.val, document_bytes);
-      } else {
-        append_tokens(e.tokens, options.dtype, e.val ? val_bytes : train_bytes);
-      }
-    }
-    if (!train_bytes.empty()) train_file.write(train_bytes.data(), train_bytes.size());
-    if (!val_bytes.empty()) val_file.write(val_bytes.data(), val_bytes.size());
-    if (batch.error) std::rethrow_exception(batch.error);
-    if (options.progress) {
-      progress.file_bytes_done = batch.file_bytes_done;
-      progress.text_bytes = batch.text_bytes_done;
-      progress.documents = report.train.documents + report.val.documents;
-      progress.tokens = report.train.tokens + report.val.tokens;
-      progress.seconds = elapsed();
-      options.progress(progress);
-    }
+    writer.write(slot.batch, slot.encoded, slot.errors);
+    if (!options.progress) return;
+    progress.file_bytes_done = slot.batch.file_bytes_done;
+    progress.text_bytes = slot.batch.text_bytes_done;
+    progress.documents = report.train.documents + report.val.documents;
+    progress.tokens = report.train.tokens + report.val.tokens;
+    progress.seconds = elapsed();
+    options.progress(progress);
   };
 
   // Step k: one thread takes batch k; then one thread writes batch k-1 while the rest (and
@@ -366,15 +431,15 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
   // same `stop` after them, so all leave together.
 #pragma omp parallel num_threads(report.threads)
   for (size_t k = 0;; ++k) {
-    Slot& current = slots[k % 2];
-    Slot& previous = slots[(k + 1) % 2];
+    BatchSlot& current = slots[k % 2];
+    BatchSlot& previous = slots[(k + 1) % 2];
 #pragma omp barrier
 #pragma omp single
     {
       if (failure) stop = true;
       else {
         try {
-          take_next(current);
+          take_next(current, queue, last_popped, options);
         } catch (...) {
           failure = std::current_exception();
         }
@@ -413,43 +478,14 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
   if (report.train.documents + report.val.documents == 0)
     fail("no documents to write ({} empty document(s){})", report.empty_documents,
          report.bad_records ? fmt::format(" and {} bad record(s)", report.bad_records) : "");
-  if (shuffler) {
-    train_bytes.clear();
-    val_bytes.clear();
-    auto write_out = [&](AtomicFile& file, std::string& bytes, size_t at_least) {
-      if (bytes.size() < at_least) return;
-      file.write(bytes.data(), bytes.size());
-      bytes.clear();
-    };
-    constexpr size_t kWriteBytes = size_t{8} << 20;
-    const auto written = [&](int64_t done, int64_t buckets) {
-      progress.buckets_written = uint32_t(done);
-      progress.buckets = uint32_t(buckets);
-      progress.seconds = elapsed();
-      options.progress(progress);
-    };
-    shuffler->finish(
-        [&](uint8_t val, std::string_view document) {
-          std::string& bytes = val ? val_bytes : train_bytes;
-          bytes.append(document);
-          write_out(val ? val_file : train_file, bytes, kWriteBytes);
-        },
-        options.progress ? ProgressCallback(written) : ProgressCallback());
-    write_out(train_file, train_bytes, 1);
-    write_out(val_file, val_bytes, 1);
-  }
-
-  // meta.json marks a complete folder: drop an old one first, write the new one last.
-  const std::string meta_path = out_dir + "/meta.json";
-  std::error_code ec;
-  fs::remove(meta_path, ec);
-  if (ec) fail("{}: cannot remove the old file ({})", meta_path, ec.message());
-  const std::string meta = meta_json(options, tokenizer, report).dump(2) + "\n";
-  AtomicFile meta_file(meta_path);
-  meta_file.write(meta.data(), meta.size());
-  train_file.commit();
-  val_file.commit();
-  meta_file.commit();
+  const auto buckets_written = [&](int64_t done, int64_t buckets) {
+    progress.buckets_written = uint32_t(done);
+    progress.buckets = uint32_t(buckets);
+    progress.seconds = elapsed();
+    options.progress(progress);
+  };
+  writer.finish_shuffle(options.progress ? ProgressCallback(buckets_written) : ProgressCallback());
+  writer.commit(meta_json(options, tokenizer, report).dump(2) + "\n");
   report.seconds = elapsed();
   return report;
 }
