@@ -211,7 +211,20 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     last_step_pairs_ += backend_.attention_decode(att, qkv, cache_.persistent_k(l),
                                               cache_.persistent_v(l), cache_.ring_k(l),
                                               cache_.ring_v(l), attn);
-    backend_.linear_decode_forward(h, att, W + p.c_proj, slots, d, d, true);
+    // In the last layer only the readout stream's rows still matter (the other stream's keys
+    // and values are computed above): move them to the front and skip the rest's projection
+    // and MLP, which feed nothing. Each row's arithmetic is unchanged.
+    int64_t rows = slots;
+    if (l == L_ - 1 && Q_ == 2) {
+      rows = B * K;
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t from = i * Q_ + readout_stream_;
+        if (from == i) continue;
+        backend_.copy(h + i * d, h + from * d, sizeof(T) * d);
+        backend_.copy(att + i * d, att + from * d, sizeof(T) * d);
+      }
+    }
+    backend_.linear_decode_forward(h, att, W + p.c_proj, rows, d, d, true);
     // The new rows join the cache after this layer's attention; the counts move after all
     // layers, so no layer of this call sees them as cached. Of the ring pushes only the
     // last ring_capacity survive.
@@ -225,18 +238,17 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
           cache_.write_ring(l, b, (ring_next_[b] + t) % ring_capacity, wrow + d, wrow + 2 * d);
         }
       }
-    backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, slots, d, c.norm_eps);
-    backend_.linear_decode_forward(gate_up_.data(), n, W + p.gate_up, slots, d, 2 * F, false);
-    backend_.swiglu_forward(act_.data(), gate_up_.data(), slots, F);
-    backend_.linear_decode_forward(h, act_.data(), W + p.down_proj, slots, F, d, true);
+    backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, rows, d, c.norm_eps);
+    backend_.linear_decode_forward(gate_up_.data(), n, W + p.gate_up, rows, d, 2 * F, false);
+    backend_.swiglu_forward(act_.data(), gate_up_.data(), rows, F);
+    backend_.linear_decode_forward(h, act_.data(), W + p.down_proj, rows, F, d, true);
   }
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < K; ++t) {
       cache_.advance(b);
       const int64_t i = b * K + t;
-      backend_.rmsnorm_forward(nf_.data() + i * d, rstdf_.data() + i,
-                               h + (i * Q_ + readout_stream_) * d, W + table.output_norm(), 1, d,
-                               c.norm_eps);
+      backend_.rmsnorm_forward(nf_.data() + i * d, rstdf_.data() + i, h + i * d,
+                               W + table.output_norm(), 1, d, c.norm_eps);  // compacted above
     }
     next_position_[b] += K;
     last_token_[b] = tokens[b * K + K - 1];
