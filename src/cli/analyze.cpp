@@ -12,7 +12,7 @@
 #include "analysis/gradient_routing.h"
 #include "analysis/persistent_window.h"
 #include "analysis/plot.h"
-#include "analysis/report.h"
+#include "analysis/results_json.h"
 #include "cli/commands.h"
 #include "cli/model_files.h"
 #include "data/token_file.h"

@@ -1,4 +1,4 @@
-#include "analysis/report.h"
+#include "analysis/results_json.h"
 
 #include <algorithm>
 
