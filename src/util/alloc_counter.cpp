@@ -5,6 +5,14 @@
 #include <cstdlib>
 #include <new>
 
+// Under AddressSanitizer the sanitizer's own operator new stays in place (it checks
+// new/delete pairing), and allocations are not counted.
+#if defined(__SANITIZE_ADDRESS__)
+#define SPS_COUNT_ALLOCATIONS 0
+#else
+#define SPS_COUNT_ALLOCATIONS 1
+#endif
+
 namespace {
 // One counter per cache line, threads spread over them: a single shared counter made every
 // allocation of two tokenizer threads fight over one line (~3% of `data prepare`'s time).
@@ -15,6 +23,7 @@ constexpr unsigned kCounters = 64;
 Counter g_allocations[kCounters];
 std::atomic<unsigned> g_next_counter{0};
 
+#if SPS_COUNT_ALLOCATIONS
 void* counted_alloc(std::size_t size, std::size_t alignment) {
   thread_local const unsigned counter = g_next_counter.fetch_add(1) % kCounters;
   g_allocations[counter].count.fetch_add(1, std::memory_order_relaxed);
@@ -29,15 +38,9 @@ void* counted_alloc(std::size_t size, std::size_t alignment) {
   if (!p) throw std::bad_alloc();
   return p;
 }
+#endif
 }  // namespace
 
-// Under AddressSanitizer the sanitizer's own operator new stays in place (it checks
-// new/delete pairing), and allocations are not counted.
-#if defined(__SANITIZE_ADDRESS__)
-#define SPS_COUNT_ALLOCATIONS 0
-#else
-#define SPS_COUNT_ALLOCATIONS 1
-#endif
 
 namespace sps {
 int64_t allocation_count() {
