@@ -30,6 +30,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/sps_home.h"
 #include "util/yaml_config.h"
 
 namespace sps::cli {

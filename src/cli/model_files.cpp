@@ -12,6 +12,7 @@
 #include "util/error.h"
 #include "util/read_file.h"
 #include "util/safetensors.h"
+#include "util/sps_home.h"
 #include "util/yaml_config.h"
 
 namespace sps::cli {

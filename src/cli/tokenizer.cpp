@@ -11,7 +11,7 @@
 
 #include "cli/commands.h"
 #include "tokenizer/bpe.h"
-#include "tokenizer/trainer.h"
+#include "tokenizer/bpe_trainer.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/writer_lock.h"

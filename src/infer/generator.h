@@ -1,6 +1,6 @@
 #pragma once
 // Generation for people: prompts (text or ids) in, tokens and text out, as one left-padded
-// batch through the cached decoder (model/decoder.h) and the sampler (infer/sampler.h).
+// batch through the cached decoder (model/decoder.h) and the sampler (infer/token_sampler.h).
 // Text is streamed to a callback as soon as it is final (infer/text_stream.h).
 //
 // Prompts: an empty prompt becomes [EOS], so generation starts a new document; a prompt
@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "infer/sampler.h"
+#include "infer/token_sampler.h"
 #include "model/model.h"
 #include "tokenizer/bpe.h"
 

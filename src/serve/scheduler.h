@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "infer/generator.h"
-#include "infer/sampler.h"
+#include "infer/token_sampler.h"
 #include "model/decoder.h"
 #include "model/model.h"
 #include "serve/metrics.h"

@@ -43,13 +43,10 @@ struct EncodeStats {
   }
 };
 
-// Where sps keeps files fetched by the setup scripts: $SPS_HOME, default ~/.cache/sps.
-std::string sps_home();
-
 class BpeTokenizer {
  public:
-  // `spec`: "gpt2" (GPT-2's files in sps_home()/gpt2), a folder with encoder.json +
-  // vocab.bpe, or a tiktoken rank file. Bad or missing files raise UserError.
+  // `spec`: "gpt2" (GPT-2's files in sps_home()/gpt2; util/sps_home.h), a folder with
+  // encoder.json + vocab.bpe, or a tiktoken rank file. Bad or missing files raise UserError.
   static BpeTokenizer load(const std::string& spec);
   static BpeTokenizer from_gpt2_files(const std::string& encoder_json,
                                       const std::string& vocab_bpe);

@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "ops/device.h"
-#include "tokenizer/bpe.h"
 #include "util/error.h"
+#include "util/sps_home.h"
 #include "util/yaml_config.h"
 
 namespace sps {

@@ -16,61 +16,22 @@
 #include "data/token_file.h"
 #include "ops/backend.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_policy.h"
+#include "train/metrics_file.h"
 #include "train/plan.h"
+#include "train/resume.h"
+#include "train/training_data.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/process_stats.h"
 #include "util/progress.h"
+#include "util/rng.h"
 #include "util/stop_signals.h"
 #include "util/writer_lock.h"
-#include "util/process_stats.h"
-#include "util/rng.h"
 
 namespace sps {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// ---- output ----------------------------------------------------------------------------
-// metrics.jsonl, appended line by line (rank 0 only). Opening keeps the first `keep_bytes`
-// (a resume drops the lines written after its checkpoint).
-class MetricsFile {
- public:
-  MetricsFile() = default;
-  MetricsFile(const MetricsFile&) = delete;
-  MetricsFile& operator=(const MetricsFile&) = delete;
-  void open(const std::string& path, int64_t keep_bytes) {
-    path_ = path;
-    std::error_code ec;
-    const int64_t size = fs::exists(path, ec) ? int64_t(fs::file_size(path, ec)) : 0;
-    bytes_ = std::min(size, keep_bytes);
-    if (size > bytes_) fs::resize_file(path, uintmax_t(bytes_), ec);
-    if (ec) fail("{}: cannot truncate: {}", path, ec.message());
-    file_ = std::fopen(path.c_str(), bytes_ > 0 ? "ab" : "wb");
-    if (!file_) fail("{}: cannot open for writing", path);
-  }
-  ~MetricsFile() {
-    if (file_) std::fclose(file_);
-  }
-  void write(const nlohmann::ordered_json& record) {
-    if (!file_) return;
-    const std::string text = record.dump() + "\n";
-    if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
-      fail("{}: cannot write (disk full?)", path_);
-    bytes_ += int64_t(text.size());
-  }
-  int64_t bytes() const { return bytes_; }
-
- private:
-  std::string path_;
-  std::FILE* file_ = nullptr;
-  int64_t bytes_ = 0;
-};
-
-
-std::string named_checkpoint(int64_t tokens) { return fmt::format("tokens_{:012}", tokens); }
-
-}  // namespace
 
 double pooled_nll(Model<float>& model, const TokenFile& file, const std::vector<int64_t>& starts,
                   int64_t micro_batch, std::vector<int32_t>& x, std::vector<int32_t>& y,
@@ -147,345 +108,381 @@ template StepOutcome train_step<double>(Model<double>&, AdamW&, Collective&, int
                                         const BatchSource&, std::vector<int32_t>&,
                                         std::vector<int32_t>&, double, double, double);
 
-TrainSummary train(const TrainConfig& config, Collective& collective,
-                   const TrainOptions& options) {
-  const ModelConfig& mc = config.model;
-  const auto& tc = config.training;
-  const int rank = collective.rank(), ranks = collective.size();
-  const bool leader = rank == 0;
-  if (config.system.threads > 0) omp_set_num_threads(int(config.system.threads));
-  const int64_t A = accumulation_steps(config, ranks);
-  const int64_t B = tc.micro_batch_size, T = mc.block_size, V = mc.vocab_size;
-  const int64_t tokens_per_step = config.tokens_per_step();
-  const int64_t total_steps = config.total_steps();
-  const std::string run_dir = config.system.out_dir;
-  const std::string config_yaml = train_config_yaml(config);
-  // Lines on stdout and the progress on stderr, from rank 0 unless --quiet. An error unwinds
-  // the reporter first, so its message starts on a clean line.
-  const bool talk = leader && !options.quiet;
-  ProgressOptions progress_options;
-  progress_options.unit = "tokens";
-  progress_options.mode = talk ? ProgressMode::automatic : ProgressMode::off;
-  ProgressReporter progress("train", progress_options);
-  auto say = [&](const std::string& text) {
+// ---- train(): the parts, in the order it calls them -----------------------------------
+
+namespace {
+
+// Lines on stdout and the progress on stderr, from rank 0 unless --quiet. An error unwinds
+// the reporter first, so its message starts on a clean line.
+ProgressOptions train_progress_options(bool talk) {
+  ProgressOptions options;
+  options.unit = "tokens";
+  options.mode = talk ? ProgressMode::automatic : ProgressMode::off;
+  return options;
+}
+
+struct Console {
+  explicit Console(bool talk) : talk(talk), progress("train", train_progress_options(talk)) {}
+  void say(const std::string& text) {
     if (talk) progress.print(stdout, text);
-  };
-
-  // ---- data ----
-  const std::string dataset_dir =
-      config.data.dataset.empty() ? fs::path(config.data.train_bin).parent_path().string()
-                                  : config.data.dataset;
-  const DatasetMeta meta = read_dataset_meta(dataset_dir.empty() ? "." : dataset_dir);
-  std::string dtype_name = config.data.dtype;
-  if (!meta.dtype.empty()) {
-    if (!dtype_name.empty() && dtype_name != meta.dtype)
-      fail("{}: data.dtype is {}, but {} says {}", config.source, dtype_name, meta.path, meta.dtype);
-    dtype_name = meta.dtype;
   }
-  const TokenDType dtype = token_dtype_from_name(dtype_name.empty() ? "uint16" : dtype_name,
-                                                 meta.path.empty() ? "data.dtype" : meta.path + ": dtype");
-  if (meta.eos_token_id >= 0 && meta.eos_token_id != mc.eos_token_id)
-    fail("{}: eos_token_id {} differs from model.eos_token_id {} of {} (data from another "
-         "tokenizer?)",
-         meta.path, meta.eos_token_id, mc.eos_token_id, config.source);
-  if (meta.vocab_size > mc.vocab_size)
-    fail("{}: vocab_size {} exceeds model.vocab_size {} of {}", meta.path, meta.vocab_size,
-         mc.vocab_size, config.source);
-  const TokenFile train_file(config.data.train_bin, dtype);
-  // Ids beyond the tokenizer's (PREDICT and PAD included) must not occur in data.
-  const int64_t id_limit = meta.vocab_size > 0 ? meta.vocab_size : V;
-  const std::string vocabulary = meta.vocab_size > 0 ? "the tokenizer's ids (" + meta.path + ")"
-                                                     : "the model's vocabulary";
-  train_file.check_ids(id_limit, vocabulary, meta.known_max_id(train_file));
-  SamplerConfig sampler_config;
-  sampler_config.type = sampler_type_from_name(tc.sampler_type, config.source + ": training.sampler_type");
-  sampler_config.block_size = T;
-  sampler_config.chunk_size_units = tc.chunk_size_units;
-  sampler_config.shuffle_seed = uint64_t(tc.chunk_shuffle_seed);
-  sampler_config.start_offset = tc.sampler_start_offset;
-  sampler_config.rank = rank;
-  sampler_config.ranks = ranks;
-  const WindowSampler sampler(train_file.size(), sampler_config, config.data.train_bin);
-  std::unique_ptr<TokenFile> val_file;
-  std::vector<int64_t> val_windows;
-  const bool evaluating = tc.eval_total_tokens > 0;
-  if (evaluating && leader) {
-    val_file = std::make_unique<TokenFile>(config.data.val_bin, dtype);
-    val_file->check_ids(id_limit, vocabulary, meta.known_max_id(*val_file));
-    if (val_file->size() < T + 1)
-      fail("{}: {} tokens, fewer than one window of block_size + 1 = {}", config.data.val_bin,
-           val_file->size(), T + 1);
-    val_windows = validation_windows(val_file->size(), T, tc.eval_total_tokens,
-                                     uint64_t(tc.eval_seed));
-  }
+  const bool talk;
+  ProgressReporter progress;
+};
 
-  // ---- model, optimizer, state ----
+// The backend of system.device. Multi-process training runs on the CPU only.
+const ops::Backend<float>& training_backend(const TrainConfig& config, int ranks) {
   const ops::Device device = ops::parse_device(config.system.device, "system.device");
   if (device.kind != ops::Device::Kind::cpu && ranks > 1)
     fail("{}: system.device={} with {} processes: multi-GPU training (NCCL) is not built yet; "
          "train on one GPU or on the CPU",
          config.source, config.system.device, ranks);
-  const ops::Backend<float>& backend = ops::backend_for(device);
-  const TrainPlan plan = make_train_plan(config, ranks);
+  return ops::backend_for(device);
+}
+
+// The backend must hold what the plan counts before the model allocates: a run that cannot
+// fit fails at once, in one line, instead of partway through.
+void require_memory(const ops::Backend<float>& backend, const TrainPlan& plan,
+                    const TrainConfig& config) {
   backend.require(__int128(plan.memory_bytes()),
                   fmt::format("{}: the run's weights, gradients, AdamW moments and activations "
                               "(per process; system.recompute_activations=true needs fewer)",
                               config.source));
-  Model<float> model(mc, backend);
-  model.set_recompute(config.system.recompute_activations);
-  const ParamTable& table = model.params();
-  const int64_t P = table.total();
-  AdamW optimizer(table, config.optimizer, model.backend());
-  TrainerState state = initial_trainer_state(config, ranks);
-  state.threads = omp_get_max_threads();
+}
 
-  std::string resumed_from;
-  std::optional<WriterLock> lock;  // one trainer per run folder, for the whole run
-  if (leader) {
-    std::error_code ec;
-    fs::create_directories(run_dir, ec);
-    if (ec) fail("{}: cannot create the run folder: {}", run_dir, ec.message());
-    lock.emplace(folder_lock_path(run_dir), run_dir);
-    remove_unfinished_checkpoints(run_dir);
-    std::vector<std::string> skipped;
-    const std::string newest = find_newest_checkpoint(run_dir, &skipped);
-    if (options.resume)
-      for (const std::string& note : skipped) std::fprintf(stderr, "sps: %s\n", note.c_str());
-    const std::string metrics_path = (fs::path(run_dir) / "metrics.jsonl").string();
-    if (!options.resume && (!newest.empty() || (fs::exists(metrics_path, ec) &&
-                                                fs::file_size(metrics_path, ec) > 0)))
-      fail("{}: already holds a run{}; pass --resume to continue it, or choose another "
-           "system.out_dir",
-           run_dir, newest.empty() ? "" : " (" + fs::path(newest).filename().string() + ")");
-    if (options.resume && !newest.empty()) {
-      ops::on_host(model.backend(), model.weights(), size_t(P), ops::HostAccess::write,
-                   [&](float* weights) {
-                     state = load_checkpoint(newest, config, ranks, table, weights, optimizer);
-                   });
-      resumed_from = newest;
-    }
-  }
-  int64_t resumed = resumed_from.empty() ? 0 : 1;
-  if (ranks > 1) {
-    double flag = double(resumed);
-    collective.broadcast(&flag, sizeof flag, 0);
-    resumed = int64_t(flag);
-  }
-  if (resumed) {
-    if (ranks > 1) {  // CPU memory: multi-process training runs on the CPU
-      collective.broadcast(model.weights(), P * int64_t(sizeof(float)), 0);
-      collective.broadcast(optimizer.exp_avg(), P * int64_t(sizeof(float)), 0);
-      collective.broadcast(optimizer.exp_avg_sq(), P * int64_t(sizeof(float)), 0);
-      std::string text = trainer_state_json(state);
-      int64_t length = int64_t(text.size());
-      collective.broadcast(&length, sizeof length, 0);
-      text.resize(size_t(length));
-      collective.broadcast(text.data(), length, 0);
-      state = trainer_state_from_json(text, "trainer state from rank 0");
-      optimizer.set_step(state.step);
-    }
-  } else {
-    model.init_weights(uint64_t(tc.seed));
-  }
-  model.reserve(B, T);
-
-  MetricsFile metrics;
-  if (leader) {
-    write_file_atomically((fs::path(run_dir) / "config.yaml").string(), config_yaml);
-    metrics.open((fs::path(run_dir) / "metrics.jsonl").string(), resumed ? state.metrics_bytes : 0);
-  }
-
-  say(fmt::format(
+// The first line of a run: what trains, where, and how the batch is split.
+std::string run_header(const TrainConfig& config, const Model<float>& model, const TrainPlan& plan,
+                       int64_t accumulation, int ranks) {
+  const ModelConfig& mc = config.model;
+  return fmt::format(
       "sps train {} → {}: {}{} ({:.2f}M parameters), {} steps × {} tokens, micro-batch {} × "
       "{} accumulation × {} process{}, {} thread{}",
-      config.source, run_dir, mc.family,
+      config.source, config.system.out_dir, mc.family,
       model.family().interleaved ? fmt::format(" w={}", mc.window_size) : "",
-      double(plan.parameters) / 1e6,
-      total_steps, tokens_per_step, B, A, ranks, ranks == 1 ? "" : "es", omp_get_max_threads(),
-      omp_get_max_threads() == 1 ? "" : "s"));
-  if (resumed && state.step >= total_steps) {
-    say(fmt::format("{} finished at step {} ({} tokens); nothing to do (raise "
-                    "training.max_tokens to train on)",
-                    run_dir, state.step, state.tokens));
-    TrainSummary done;
-    done.step = state.step;
-    done.tokens = state.tokens;
-    done.finished = true;
-    return done;
-  }
-  if (resumed) {
-    say(fmt::format("resumed from {} at step {} ({} tokens)", resumed_from, state.step,
-                    state.tokens));
-    if (state.reason == kImportedReason)
-      say("an imported checkpoint: the weights, AdamW moments and step are the other "
-          "trainer's; the data from here on come in sps's sampler order, not in the "
-          "order that trainer would have read them");
-    // A step's sums are split over the threads, so another thread count changes the last
-    // bits of every step from here on: the run goes on correctly, but not bit-identically.
-    if (leader && state.threads > 0 && state.threads != omp_get_max_threads())
-      std::fprintf(stderr,
-                   "sps: warning: %s was written with %d thread%s per process, this run has %d; "
-                   "the continuation is not bit-identical to an uninterrupted run (set "
-                   "system.threads=%d for that)\n",
-                   resumed_from.c_str(), state.threads, state.threads == 1 ? "" : "s",
-                   omp_get_max_threads(), state.threads);
-    state.threads = omp_get_max_threads();
-  }
-  else if (options.resume)
-    say(fmt::format("no checkpoint in {}; starting from scratch", run_dir));
+      double(plan.parameters) / 1e6, config.total_steps(), config.tokens_per_step(),
+      config.training.micro_batch_size, accumulation, ranks, ranks == 1 ? "" : "es",
+      omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s");
+}
 
-  // ---- the loop ----
-  StopSignals signals;
-  std::vector<int32_t> x(B * T), y(B * T), row(T + 1);
-  const BatchSource batches = [&](int64_t micro, int32_t* xs, int32_t* ys) {
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t index = state.windows_per_rank + micro * B + b;
-      train_file.read(sampler.position(index), T + 1, row.data(), id_limit);
-      std::copy(row.begin(), row.begin() + T, xs + b * T);
-      std::copy(row.begin() + 1, row.begin() + T + 1, ys + b * T);
-    }
-  };
+// A resumed run that had already reached training.max_tokens: nothing to train.
+TrainSummary nothing_to_do(Console& console, const std::string& run_dir,
+                           const TrainerState& state) {
+  console.say(fmt::format("{} finished at step {} ({} tokens); nothing to do (raise "
+                          "training.max_tokens to train on)",
+                          run_dir, state.step, state.tokens));
+  TrainSummary done;
+  done.step = state.step;
+  done.tokens = state.tokens;
+  done.finished = true;
+  return done;
+}
 
+// Says where a resumed run continues and what is not bit-identical about the continuation.
+void report_resume(Console& console, const std::string& resumed_from, const TrainerState& state,
+                   bool leader) {
+  console.say(fmt::format("resumed from {} at step {} ({} tokens)", resumed_from, state.step,
+                          state.tokens));
+  if (state.reason == kImportedReason)
+    console.say("an imported checkpoint: the weights, AdamW moments and step are the other "
+                "trainer's; the data from here on come in sps's sampler order, not in the "
+                "order that trainer would have read them");
+  // A step's sums are split over the threads, so another thread count changes the last
+  // bits of every step from here on: the run goes on correctly, but not bit-identically.
+  if (leader && state.threads > 0 && state.threads != omp_get_max_threads())
+    std::fprintf(stderr,
+                 "sps: warning: %s was written with %d thread%s per process, this run has %d; "
+                 "the continuation is not bit-identical to an uninterrupted run (set "
+                 "system.threads=%d for that)\n",
+                 resumed_from.c_str(), state.threads, state.threads == 1 ? "" : "s",
+                 omp_get_max_threads(), state.threads);
+}
+
+// The optimizer steps and what happens at each step boundary: stop, evaluate, finish,
+// checkpoint. It keeps the clock (evaluation time is not training time) and the sums of
+// the current log interval.
+class TrainingLoop {
+ public:
+  TrainingLoop(const TrainConfig& config, Collective& collective, const TrainOptions& options,
+               Console& console, const TrainingData& data, Model<float>& model, AdamW& optimizer,
+               TrainerState& state, MetricsFile& metrics)
+      : config_(config), tc_(config.training), collective_(collective), options_(options),
+        console_(console), data_(data), model_(model), optimizer_(optimizer), state_(state),
+        metrics_(metrics), leader_(collective.rank() == 0), ranks_(collective.size()),
+        evaluating_(tc_.eval_total_tokens > 0), A_(accumulation_steps(config, ranks_)),
+        B_(tc_.micro_batch_size), T_(config.model.block_size),
+        tokens_per_step_(config.tokens_per_step()), total_steps_(config.total_steps()), x_(B_ * T_),
+        y_(B_ * T_), row_(T_ + 1),
+        batches_([this](int64_t micro, int32_t* xs, int32_t* ys) { read_batch(micro, xs, ys); }) {}
+
+  // Steps until the run ends (the `final` checkpoint) or is stopped (`latest`).
+  TrainSummary run();
+
+ private:
+  bool stop_due() const;
+  bool evaluate_if_due();
+  double evaluate();
+  void checkpoint(const std::string& name, const char* reason);
+  void stop();
+  void finish(bool evaluated_here);
+  StepOutcome step(double lr);
+  void log_step(double lr, const StepOutcome& out);
+  double tokens_per_second() const;
+  // Fills micro-batch `micro` of the step from this rank's next windows.
+  void read_batch(int64_t micro, int32_t* xs, int32_t* ys);
+
+  const TrainConfig& config_;
+  const TrainingSettings& tc_;
+  Collective& collective_;
+  const TrainOptions& options_;
+  Console& console_;
+  const TrainingData& data_;
+  Model<float>& model_;
+  AdamW& optimizer_;
+  TrainerState& state_;
+  MetricsFile& metrics_;
+  const bool leader_;
+  const int ranks_;
+  const bool evaluating_;    // every rank keeps the schedule; rank 0 evaluates
+  const int64_t A_, B_, T_;  // accumulation, micro-batch and block size, as in train_step
+  const int64_t tokens_per_step_, total_steps_;
+
+  StopSignals signals_;
+  std::vector<int32_t> x_, y_, row_;  // scratch of the steps and the evaluations
+  const BatchSource batches_;         // read_batch
+  int64_t first_step_ = 0;            // state.step when this invocation started
+  double train_seconds_ = 0, interval_seconds_ = 0;
+  int64_t interval_tokens_ = 0;
+  double last_val_ = -1, stop_votes_ = 0;
+  double mark_ = 0;  // when the training time counted so far ends
+};
+
+TrainSummary TrainingLoop::run() {
   TrainSummary summary;
-  const int64_t first_step = state.step;
-  progress.skip(state.tokens);  // a resumed run's tokens are not in its rate
-  double train_seconds = 0, interval_seconds = 0;
-  int64_t interval_tokens = 0;
-  double last_val = -1, stop_votes = 0;
-  double mark = now_seconds();
-  auto checkpoint = [&](const std::string& name, const char* reason) {
-    if (!leader) return;
-    if (!std::isfinite(model.backend().sum_squares(model.weights(), P)))
-      fail("step {}: the weights are not finite; stopping without writing checkpoints/{} (the "
-           "last good checkpoint stays)",
-           state.step, name);
-    state.reason = reason;
-    state.metrics_bytes = metrics.bytes();
-    ops::on_host(model.backend(), std::as_const(model).weights(), size_t(P),
-                 ops::HostAccess::read, [&](const float* weights) {
-                   write_checkpoint(run_dir, name, table, weights, optimizer, config, state);
-                 });
-  };
-  auto evaluate = [&]() {
-    const double t0 = now_seconds();
-    if (leader) {
-      last_val = finite_or_fail(pooled_nll(model, *val_file, val_windows, B, x, y, row),
-                                fmt::format("step {}: validation NLL", state.step));
-      const double seconds = now_seconds() - t0;
-      nlohmann::ordered_json record;
-      record["step"] = state.step;
-      record["tokens"] = state.tokens;
-      record["val_nll"] = last_val;
-      record["eval_seconds"] = seconds;
-      metrics.write(record);
-      say(fmt::format("step {}/{}  {} tokens  val NLL {:.4f}  ({} windows, {:.1f} s)",
-                      state.step, total_steps, state.tokens, last_val,
-                      val_windows.size(), seconds));
-    }
-    return now_seconds() - t0;
-  };
-
-  bool evaluated_here = false;
+  first_step_ = state_.step;
+  console_.progress.skip(state_.tokens);  // a resumed run's tokens are not in its rate
+  mark_ = now_seconds();
   for (;;) {
     // ---- step boundary: state.step steps done ----
-    const int64_t steps_now = state.step - first_step;
-    if (state.step < total_steps &&
-        (stop_votes > 0 || (options.stop_after_steps > 0 && steps_now >= options.stop_after_steps))) {
-      checkpoint("latest", "interrupted");
-      say(fmt::format("stopped at step {} ({} tokens); checkpoint {}/latest; continue "
-                      "with --resume",
-                      state.step, state.tokens, checkpoints_dir(run_dir)));
+    if (stop_due()) {
+      stop();
       summary.interrupted = true;
       break;
     }
-    evaluated_here = false;
-    if (evaluating && state.tokens >= state.next_eval_tokens) {
-      const double seconds = evaluate();
-      mark += seconds;  // evaluation time is not training time
-      evaluated_here = true;
-      while (state.next_eval_tokens <= state.tokens)
-        state.next_eval_tokens = tc.eval_interval_tokens > 0
-                                     ? state.next_eval_tokens + tc.eval_interval_tokens
-                                     : kNever;
-    }
-    if (state.step >= total_steps) {
-      if (evaluating && !evaluated_here) mark += evaluate();
-      checkpoint("final", "final");
-      say(fmt::format(
-          "finished: {} steps, {} tokens{}, {:.0f} tokens/s (evaluation excluded); checkpoint "
-          "{}/final",
-          state.step, state.tokens,
-          last_val >= 0 ? fmt::format(", val NLL {:.4f}", last_val) : "",
-          train_seconds > 0 ? double((state.step - first_step) * tokens_per_step) / train_seconds : 0.0,
-          checkpoints_dir(run_dir)));
+    const bool evaluated_here = evaluate_if_due();
+    if (state_.step >= total_steps_) {
+      finish(evaluated_here);
       summary.finished = true;
       break;
     }
-    if (state.step > 0) {
-      std::vector<std::pair<std::string, const char*>> due;
-      if (state.tokens >= state.next_save_tokens) {
-        due.push_back({named_checkpoint(state.tokens), "named"});
-        while (state.next_save_tokens <= state.tokens) state.next_save_tokens += tc.save_every;
-      }
-      const int64_t decay_start = config.decay_start_tokens();
-      if (decay_start >= 0 && !state.pre_decay_saved && state.tokens >= decay_start) {
-        due.push_back({"pre_decay", "pre_decay"});
-        state.pre_decay_saved = true;
-      }
-      if (state.tokens >= state.next_rolling_tokens) {
-        due.push_back({"latest", "latest"});
-        while (state.next_rolling_tokens <= state.tokens)
-          state.next_rolling_tokens += tc.rolling_save_every;
-      }
-      for (const auto& [name, reason] : due) checkpoint(name, reason);
-    }
+    if (state_.step > 0)
+      for (const auto& [name, reason] : due_checkpoints(config_, state_)) checkpoint(name, reason);
 
     // ---- step state.step ----
-    const double lr = scheduled_learning_rate(state.step, tokens_per_step, tc.max_tokens,
-                                              config.optimizer, config.scheduler);
-    const StepOutcome out = train_step(model, optimizer, collective, B, A, batches, x, y, lr,
-                                       config.optimizer.grad_clip,
-                                       signals.requested() ? 1.0 : 0.0);
-    if (!out.finite)
-      fail("step {}: the {} is not finite (loss {}, gradient norm {}); stopping. The last good "
-           "checkpoint is kept; lower optimizer.learning_rate or check the data",
-           state.step, std::isfinite(out.loss) ? "gradient" : "loss", out.loss, out.grad_norm);
-    state.step += 1;
-    state.tokens = state.step * tokens_per_step;
-    state.windows_per_rank += A * B;
-    // All ranks stop at the same boundary: with several, on the votes the step exchanged.
-    stop_votes = ranks == 1 ? (signals.requested() ? 1.0 : 0.0) : out.votes;
-
-    const double now = now_seconds();
-    interval_seconds += now - mark;
-    train_seconds += now - mark;
-    mark = now;
-    interval_tokens += tokens_per_step;
-    if (leader && (state.step % tc.log_interval == 0 || state.step == total_steps)) {
-      nlohmann::ordered_json record;
-      record["step"] = state.step;
-      record["tokens"] = state.tokens;
-      record["lr"] = lr;
-      record["loss"] = out.loss;
-      record["grad_norm"] = out.grad_norm;
-      record["tokens_per_second"] = double(interval_tokens) / interval_seconds;
-      record["peak_rss_bytes"] = peak_rss_bytes();
-      metrics.write(record);
-      interval_tokens = 0;
-      interval_seconds = 0;
-    }
-    progress.update(state.tokens, total_steps * tokens_per_step,
-                    fmt::format("step {}/{} · loss {:.4f} · val {}", state.step, total_steps,
-                                out.loss, last_val >= 0 ? fmt::format("{:.4f}", last_val) : "-"));
+    const double lr = scheduled_learning_rate(state_.step, tokens_per_step_, tc_.max_tokens,
+                                              config_.optimizer, config_.scheduler);
+    const StepOutcome out = step(lr);
+    log_step(lr, out);
   }
-  progress.finish();
-  if (ranks > 1) collective.barrier();
-  summary.step = state.step;
-  summary.tokens = state.tokens;
-  summary.val_nll = last_val;
-  summary.tokens_per_second =
-      train_seconds > 0 ? double((state.step - first_step) * tokens_per_step) / train_seconds : 0;
+  console_.progress.finish();
+  if (ranks_ > 1) collective_.barrier();
+  summary.step = state_.step;
+  summary.tokens = state_.tokens;
+  summary.val_nll = last_val_;
+  summary.tokens_per_second = tokens_per_second();
   return summary;
+}
+
+// A signal (on any rank, by the votes the last step exchanged) or --stop-after ends the run
+// early at this boundary; a finished run ends by finish() instead.
+bool TrainingLoop::stop_due() const {
+  const int64_t steps_now = state_.step - first_step_;
+  return state_.step < total_steps_ &&
+         (stop_votes_ > 0 ||
+          (options_.stop_after_steps > 0 && steps_now >= options_.stop_after_steps));
+}
+
+// Evaluates when the schedule says so; returns whether it did.
+bool TrainingLoop::evaluate_if_due() {
+  if (!evaluating_ || state_.tokens < state_.next_eval_tokens) return false;
+  mark_ += evaluate();  // evaluation time is not training time
+  while (state_.next_eval_tokens <= state_.tokens)
+    state_.next_eval_tokens =
+        tc_.eval_interval_tokens > 0 ? state_.next_eval_tokens + tc_.eval_interval_tokens : kNever;
+  return true;
+}
+
+// The validation NLL (rank 0), written to the metrics and said; returns the seconds it took.
+double TrainingLoop::evaluate() {
+  const double t0 = now_seconds();
+  if (leader_) {
+    last_val_ = finite_or_fail(
+        pooled_nll(model_, *data_.validation.file, data_.validation.windows, B_, x_, y_, row_),
+        fmt::format("step {}: validation NLL", state_.step));
+    const double seconds = now_seconds() - t0;
+    nlohmann::ordered_json record;
+    record["step"] = state_.step;
+    record["tokens"] = state_.tokens;
+    record["val_nll"] = last_val_;
+    record["eval_seconds"] = seconds;
+    metrics_.write(record);
+    console_.say(fmt::format("step {}/{}  {} tokens  val NLL {:.4f}  ({} windows, {:.1f} s)",
+                             state_.step, total_steps_, state_.tokens, last_val_,
+                             data_.validation.windows.size(), seconds));
+  }
+  return now_seconds() - t0;
+}
+
+// Rank 0 writes checkpoints/NAME; weights that are no longer finite are never written, so
+// the last good checkpoint stays.
+void TrainingLoop::checkpoint(const std::string& name, const char* reason) {
+  if (!leader_) return;
+  const ParamTable& table = model_.params();
+  const int64_t P = table.total();
+  if (!std::isfinite(model_.backend().sum_squares(model_.weights(), P)))
+    fail("step {}: the weights are not finite; stopping without writing checkpoints/{} (the "
+         "last good checkpoint stays)",
+         state_.step, name);
+  state_.reason = reason;
+  state_.metrics_bytes = metrics_.bytes();
+  ops::on_host(model_.backend(), std::as_const(model_).weights(), size_t(P), ops::HostAccess::read,
+               [&](const float* weights) {
+                 write_checkpoint(config_.system.out_dir, name, table, weights, optimizer_, config_,
+                                  state_);
+               });
+}
+
+void TrainingLoop::stop() {
+  checkpoint("latest", "interrupted");
+  console_.say(fmt::format("stopped at step {} ({} tokens); checkpoint {}/latest; continue "
+                           "with --resume",
+                           state_.step, state_.tokens, checkpoints_dir(config_.system.out_dir)));
+}
+
+// The run ends with an evaluation of the final weights (unless this boundary had one) and
+// the `final` checkpoint.
+void TrainingLoop::finish(bool evaluated_here) {
+  if (evaluating_ && !evaluated_here) mark_ += evaluate();
+  checkpoint("final", "final");
+  console_.say(fmt::format(
+      "finished: {} steps, {} tokens{}, {:.0f} tokens/s (evaluation excluded); checkpoint "
+      "{}/final",
+      state_.step, state_.tokens, last_val_ >= 0 ? fmt::format(", val NLL {:.4f}", last_val_) : "",
+      tokens_per_second(), checkpoints_dir(config_.system.out_dir)));
+}
+
+// One optimizer step, and the state after it. A non-finite loss or gradient ends the run
+// before anything is written.
+StepOutcome TrainingLoop::step(double lr) {
+  const StepOutcome out = train_step(model_, optimizer_, collective_, B_, A_, batches_, x_, y_, lr,
+                                     config_.optimizer.grad_clip, signals_.requested() ? 1.0 : 0.0);
+  if (!out.finite)
+    fail("step {}: the {} is not finite (loss {}, gradient norm {}); stopping. The last good "
+         "checkpoint is kept; lower optimizer.learning_rate or check the data",
+         state_.step, std::isfinite(out.loss) ? "gradient" : "loss", out.loss, out.grad_norm);
+  state_.step += 1;
+  state_.tokens = state_.step * tokens_per_step_;
+  state_.windows_per_rank += A_ * B_;
+  // All ranks stop at the same boundary: with several, on the votes the step exchanged.
+  stop_votes_ = ranks_ == 1 ? (signals_.requested() ? 1.0 : 0.0) : out.votes;
+  return out;
+}
+
+void TrainingLoop::read_batch(int64_t micro, int32_t* xs, int32_t* ys) {
+  for (int64_t b = 0; b < B_; ++b) {
+    const int64_t index = state_.windows_per_rank + micro * B_ + b;
+    data_.train_file.read(data_.sampler.position(index), T_ + 1, row_.data(), data_.ids.limit);
+    std::copy(row_.begin(), row_.begin() + T_, xs + b * T_);
+    std::copy(row_.begin() + 1, row_.begin() + T_ + 1, ys + b * T_);
+  }
+}
+
+// Counts the step's time, writes a metrics line every training.log_interval steps (and
+// after the last) and moves the progress line.
+void TrainingLoop::log_step(double lr, const StepOutcome& out) {
+  const double now = now_seconds();
+  interval_seconds_ += now - mark_;
+  train_seconds_ += now - mark_;
+  mark_ = now;
+  interval_tokens_ += tokens_per_step_;
+  if (leader_ && (state_.step % tc_.log_interval == 0 || state_.step == total_steps_)) {
+    nlohmann::ordered_json record;
+    record["step"] = state_.step;
+    record["tokens"] = state_.tokens;
+    record["lr"] = lr;
+    record["loss"] = out.loss;
+    record["grad_norm"] = out.grad_norm;
+    record["tokens_per_second"] = double(interval_tokens_) / interval_seconds_;
+    record["peak_rss_bytes"] = peak_rss_bytes();
+    metrics_.write(record);
+    interval_tokens_ = 0;
+    interval_seconds_ = 0;
+  }
+  console_.progress.update(
+      state_.tokens, total_steps_ * tokens_per_step_,
+      fmt::format("step {}/{} · loss {:.4f} · val {}", state_.step, total_steps_, out.loss,
+                  last_val_ >= 0 ? fmt::format("{:.4f}", last_val_) : "-"));
+}
+
+// This invocation's training rate, evaluation excluded.
+double TrainingLoop::tokens_per_second() const {
+  return train_seconds_ > 0
+             ? double((state_.step - first_step_) * tokens_per_step_) / train_seconds_
+             : 0.0;
+}
+
+}  // namespace
+
+TrainSummary train(const TrainConfig& config, Collective& collective, const TrainOptions& options) {
+  const int rank = collective.rank(), ranks = collective.size();
+  const bool leader = rank == 0;
+  if (config.system.threads > 0) omp_set_num_threads(int(config.system.threads));
+  const int64_t accumulation = accumulation_steps(config, ranks);
+  const std::string& run_dir = config.system.out_dir;
+  Console console(leader && !options.quiet);
+
+  const bool evaluating = config.training.eval_total_tokens > 0;
+  const TrainingData data(config, rank, ranks, evaluating && leader);
+
+  const ops::Backend<float>& backend = training_backend(config, ranks);
+  const TrainPlan plan = make_train_plan(config, ranks);
+  require_memory(backend, plan, config);
+  Model<float> model(config.model, backend);
+  model.set_recompute(config.system.recompute_activations);
+  AdamW optimizer(model.params(), config.optimizer, model.backend());
+  TrainerState state = initial_trainer_state(config, ranks);
+  state.threads = omp_get_max_threads();
+
+  std::optional<WriterLock> lock;  // one trainer per run folder, for the whole run
+  std::string resumed_from;        // the checkpoint rank 0 continues from
+  if (leader) {
+    resumed_from = claim_run_folder(run_dir, options.resume, lock);
+    if (!resumed_from.empty())
+      read_checkpoint_into(resumed_from, config, ranks, model, optimizer, state);
+  }
+  const bool resumed = agree_on_resume(collective, !resumed_from.empty());
+  if (resumed)
+    share_resumed_state(collective, model, optimizer, state);
+  else
+    model.init_weights(uint64_t(config.training.seed));
+  model.reserve(config.training.micro_batch_size, config.model.block_size);
+
+  MetricsFile metrics;  // rank 0's; a resume drops the lines written after its checkpoint
+  if (leader) {
+    write_file_atomically((fs::path(run_dir) / "config.yaml").string(), train_config_yaml(config));
+    metrics.open((fs::path(run_dir) / "metrics.jsonl").string(), resumed ? state.metrics_bytes : 0);
+  }
+
+  console.say(run_header(config, model, plan, accumulation, ranks));
+  if (resumed && state.step >= config.total_steps()) return nothing_to_do(console, run_dir, state);
+  if (resumed) {
+    report_resume(console, resumed_from, state, leader);
+    state.threads = omp_get_max_threads();  // what the checkpoints from here on were run with
+  } else if (options.resume) {
+    console.say(fmt::format("no checkpoint in {}; starting from scratch", run_dir));
+  }
+
+  TrainingLoop loop(config, collective, options, console, data, model, optimizer, state, metrics);
+  return loop.run();
 }
 
 }  // namespace sps

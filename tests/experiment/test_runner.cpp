@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "experiment/runner.h"
-#include "tokenizer/bpe.h"
 #include "util/error.h"
+#include "util/sps_home.h"
 #include "util/temp_dir.h"
 #include "experiment_fixtures.h"
 

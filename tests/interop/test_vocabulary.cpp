@@ -8,6 +8,7 @@
 
 #include "interop/export_vocabulary.h"
 #include "util/error.h"
+#include "util/sps_home.h"
 
 namespace sps {
 namespace {

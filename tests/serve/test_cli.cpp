@@ -15,6 +15,7 @@
 #include "run_command.h"
 #include "serve_fixtures.h"
 #include "tokenizer/bpe.h"
+#include "util/sps_home.h"
 #include "util/temp_dir.h"
 
 extern char** environ;

@@ -12,6 +12,7 @@
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer_fixtures.h"
 #include "util/error.h"
+#include "util/sps_home.h"
 
 namespace sps {
 namespace {

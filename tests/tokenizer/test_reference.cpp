@@ -13,6 +13,7 @@
 
 #include "tokenizer/bpe.h"
 #include "tokenizer/utf8.h"
+#include "util/sps_home.h"
 #include "tokenizer_fixtures.h"
 
 namespace sps {

@@ -1,4 +1,4 @@
-#include "tokenizer/trainer.h"
+#include "tokenizer/bpe_trainer.h"
 
 #include <fnmatch.h>
 

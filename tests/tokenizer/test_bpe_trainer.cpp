@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tokenizer/bpe.h"
-#include "tokenizer/trainer.h"
+#include "tokenizer/bpe_trainer.h"
 #include "tokenizer_fixtures.h"
 #include "util/error.h"
 

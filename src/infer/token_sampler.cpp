@@ -1,4 +1,4 @@
-#include "infer/sampler.h"
+#include "infer/token_sampler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <map>
 #include <vector>
 
-#include "infer/sampler.h"
+#include "infer/token_sampler.h"
 #include "model/model_fixtures.h"
 #include "util/error.h"
 
