@@ -84,8 +84,9 @@ TaskItem parse_item(const std::string& task, const Json& j, const Line& at) {
     const std::string ctx = text_field(j, "activity_label", at) + ": " + text_field(j, "ctx_a", at) +
                             " " + python_capitalize(text_field(j, "ctx_b", at));
     item.context = hellaswag_clean(ctx);
+    // (" " + a temporary string trips GCC 12's false -Wrestrict here)
     for (const auto& e : strings_field(j, "endings", at))
-      item.continuations.push_back(" " + hellaswag_clean(e));
+      item.continuations.push_back(std::string(" ").append(hellaswag_clean(e)));
     item.gold = int_field(j, "label", at);
   } else if (task == "piqa") {
     item.context = "Question: " + text_field(j, "goal", at) + "\nAnswer:";
