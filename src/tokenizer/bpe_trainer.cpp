@@ -79,17 +79,8 @@ struct Candidate {
   }
 };
 
-}  // namespace
-
-std::vector<std::string> train_bpe(const PieceCounter& pieces, uint32_t vocab_size,
-                                   const ProgressCallback& progress) {
-  if (vocab_size < 257 + 1)
-    fail("vocabulary size {} is too small: a byte-level BPE has 256 byte tokens and an "
-         "end-of-text token, so at least 258", vocab_size);
-  const uint32_t ranks_wanted = vocab_size - 1;  // the last id is end-of-text
-  const uint32_t merges_wanted = ranks_wanted - 256;
-
-  // Words in byte order, so ids (and with them every tie) do not depend on hashing.
+// Words in byte order, so ids (and with them every tie) do not depend on hashing.
+std::vector<Word> words_in_byte_order(const PieceCounter& pieces) {
   std::vector<const std::pair<const std::string, uint64_t>*> sorted;
   sorted.reserve(pieces.counts().size());
   for (const auto& entry : pieces.counts())
@@ -103,73 +94,65 @@ std::vector<std::string> train_bpe(const PieceCounter& pieces, uint32_t vocab_si
     for (unsigned char c : entry->first) w.symbols.push_back(c);
     words.push_back(std::move(w));
   }
-  sorted.clear();
+  return words;
+}
 
-  std::vector<std::string> tokens(256);
-  std::unordered_map<std::string, uint32_t> id_of;  // token bytes -> id
-  for (int b = 0; b < 256; ++b) {
-    tokens[b] = std::string(1, static_cast<char>(b));
-    id_of.emplace(tokens[b], b);
+// The words as symbol sequences, how often each adjacent pair occurs, the words each pair
+// occurs in, and a max-heap of pairs by count whose stale entries are skipped as they
+// surface (counts only fall, except for the pairs a merge makes, which are pushed anew).
+class PairIndex {
+ public:
+  explicit PairIndex(std::vector<Word> words) : words_(std::move(words)) {
+    for (uint32_t w = 0; w < words_.size(); ++w) {
+      const auto& s = words_[w].symbols;
+      for (size_t i = 0; i + 1 < s.size(); ++i) {
+        const Pair p = make_pair_key(s[i], s[i + 1]);
+        pair_count_[p] += words_[w].count;
+        auto& list = words_with_[p];
+        if (list.empty() || list.back() != w) list.push_back(w);
+      }
+    }
+    for (const auto& [p, c] : pair_count_) heap_.push(Candidate{c, p});
+    visited_.assign(words_.size(), UINT32_MAX);
   }
 
-  std::unordered_map<Pair, uint64_t> pair_count;
-  std::unordered_map<Pair, std::vector<uint32_t>> words_with;  // may hold stale word ids
-  for (uint32_t w = 0; w < words.size(); ++w) {
-    const auto& s = words[w].symbols;
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
-      const Pair p = make_pair_key(s[i], s[i + 1]);
-      pair_count[p] += words[w].count;
-      auto& list = words_with[p];
-      if (list.empty() || list.back() != w) list.push_back(w);
+  // The most frequent pair (ties: the smaller pair); false when no pair is left.
+  bool pop_best(Pair& pair) {
+    while (!heap_.empty()) {
+      const Candidate top = heap_.top();
+      heap_.pop();
+      const uint64_t actual = pair_count_[top.pair];
+      if (actual != top.count) {  // stale entry
+        if (actual > 0) heap_.push(Candidate{actual, top.pair});
+        continue;
+      }
+      if (actual == 0) continue;
+      pair = top.pair;
+      return true;
     }
+    return false;
   }
-  std::priority_queue<Candidate> heap;
-  for (const auto& [p, c] : pair_count) heap.push(Candidate{c, p});
 
-  std::vector<uint32_t> visited(words.size(), UINT32_MAX);
-  std::vector<Pair> grown;  // pairs with the merged token, to (re)enter the heap
-  uint32_t merges_done = 0, step = 0;
-  const uint32_t report_every = std::max<uint32_t>(1, merges_wanted / 100);
-  while (tokens.size() < ranks_wanted) {
-    if (heap.empty())
-      fail("the training text is too small for a vocabulary of {}: it ran out of pairs to "
-           "merge after {} tokens", vocab_size, tokens.size());
-    const Candidate top = heap.top();
-    heap.pop();
-    const uint64_t actual = pair_count[top.pair];
-    if (actual != top.count) {  // stale entry: counts only fall, except for pushed pairs
-      if (actual > 0) heap.push(Candidate{actual, top.pair});
-      continue;
-    }
-    if (actual == 0) continue;
-    const uint32_t left = static_cast<uint32_t>(top.pair >> 32);
-    const uint32_t right = static_cast<uint32_t>(top.pair & 0xFFFFFFFFu);
-    std::string bytes = tokens[left] + tokens[right];
-    uint32_t merged;
-    if (auto it = id_of.find(bytes); it != id_of.end()) {
-      merged = it->second;
-    } else {
-      merged = static_cast<uint32_t>(tokens.size());
-      id_of.emplace(bytes, merged);
-      tokens.push_back(std::move(bytes));
-      ++merges_done;
-    }
-    ++step;
-
-    grown.clear();
-    std::vector<uint32_t> affected = std::move(words_with[top.pair]);
-    words_with.erase(top.pair);
+  // Replaces every occurrence of `pair` in the words that hold it by `merged`, left to
+  // right, and updates the counts and the heap.
+  void merge(Pair pair, uint32_t merged) {
+    const uint32_t left = static_cast<uint32_t>(pair >> 32);
+    const uint32_t right = static_cast<uint32_t>(pair & 0xFFFFFFFFu);
+    ++step_;
+    grown_.clear();
+    std::vector<uint32_t> affected = std::move(words_with_[pair]);
+    words_with_.erase(pair);
     for (uint32_t w : affected) {
-      if (visited[w] == step) continue;
-      visited[w] = step;
-      auto& s = words[w].symbols;
-      const uint64_t count = words[w].count;
+      if (visited_[w] == step_) continue;
+      visited_[w] = step_;
+      auto& s = words_[w].symbols;
+      const uint64_t count = words_[w].count;
       bool present = false;
       for (size_t i = 0; i + 1 < s.size(); ++i)
         if (s[i] == left && s[i + 1] == right) present = true;
       if (!present) continue;
       // Take the word's pairs out, merge left to right, put its pairs back.
-      for (size_t i = 0; i + 1 < s.size(); ++i) pair_count[make_pair_key(s[i], s[i + 1])] -= count;
+      for (size_t i = 0; i + 1 < s.size(); ++i) pair_count_[make_pair_key(s[i], s[i + 1])] -= count;
       size_t out = 0;
       for (size_t i = 0; i < s.size(); ++i) {
         if (i + 1 < s.size() && s[i] == left && s[i + 1] == right) {
@@ -182,17 +165,64 @@ std::vector<std::string> train_bpe(const PieceCounter& pieces, uint32_t vocab_si
       s.resize(out);
       for (size_t i = 0; i + 1 < s.size(); ++i) {
         const Pair p = make_pair_key(s[i], s[i + 1]);
-        pair_count[p] += count;
+        pair_count_[p] += count;
         if (s[i] == merged || s[i + 1] == merged) {
-          auto& list = words_with[p];
+          auto& list = words_with_[p];
           if (list.empty() || list.back() != w) list.push_back(w);
-          grown.push_back(p);
+          grown_.push_back(p);
         }
       }
     }
-    std::sort(grown.begin(), grown.end());
-    grown.erase(std::unique(grown.begin(), grown.end()), grown.end());
-    for (Pair p : grown) heap.push(Candidate{pair_count[p], p});
+    std::sort(grown_.begin(), grown_.end());
+    grown_.erase(std::unique(grown_.begin(), grown_.end()), grown_.end());
+    for (Pair p : grown_) heap_.push(Candidate{pair_count_[p], p});
+  }
+
+ private:
+  std::vector<Word> words_;
+  std::unordered_map<Pair, uint64_t> pair_count_;
+  std::unordered_map<Pair, std::vector<uint32_t>> words_with_;  // may hold stale word ids
+  std::priority_queue<Candidate> heap_;
+  std::vector<uint32_t> visited_;  // the merge step that last saw each word
+  std::vector<Pair> grown_;        // pairs with the merged token, to (re)enter the heap
+  uint32_t step_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::string> train_bpe(const PieceCounter& pieces, uint32_t vocab_size,
+                                   const ProgressCallback& progress) {
+  if (vocab_size < 257 + 1)
+    fail("vocabulary size {} is too small: a byte-level BPE has 256 byte tokens and an "
+         "end-of-text token, so at least 258", vocab_size);
+  const uint32_t ranks_wanted = vocab_size - 1;  // the last id is end-of-text
+  const uint32_t merges_wanted = ranks_wanted - 256;
+
+  PairIndex index(words_in_byte_order(pieces));
+  std::vector<std::string> tokens(256);
+  std::unordered_map<std::string, uint32_t> id_of;  // token bytes -> id
+  for (int b = 0; b < 256; ++b) {
+    tokens[b] = std::string(1, static_cast<char>(b));
+    id_of.emplace(tokens[b], b);
+  }
+  uint32_t merges_done = 0;
+  const uint32_t report_every = std::max<uint32_t>(1, merges_wanted / 100);
+  while (tokens.size() < ranks_wanted) {
+    Pair pair;
+    if (!index.pop_best(pair))
+      fail("the training text is too small for a vocabulary of {}: it ran out of pairs to "
+           "merge after {} tokens", vocab_size, tokens.size());
+    std::string bytes = tokens[pair >> 32] + tokens[pair & 0xFFFFFFFFu];
+    uint32_t merged;
+    if (auto it = id_of.find(bytes); it != id_of.end()) {
+      merged = it->second;
+    } else {
+      merged = static_cast<uint32_t>(tokens.size());
+      id_of.emplace(bytes, merged);
+      tokens.push_back(std::move(bytes));
+      ++merges_done;
+    }
+    index.merge(pair, merged);
     if (progress && merges_done % report_every == 0) progress(merges_done, merges_wanted);
   }
   if (progress) progress(merges_done, merges_wanted);
