@@ -375,6 +375,30 @@ void take_next(BatchSlot& slot, BatchQueue& queue, bool& last_popped,
   });
 }
 
+// The report before any document: threads, files and the inputs they came from.
+PrepareReport empty_report(const PrepareOptions& options, const std::vector<SourceFile>& files) {
+  PrepareReport report;
+  report.threads = options.threads > 0
+                       ? options.threads
+                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  report.files = files.size();
+  for (size_t i = 0; i < options.inputs.size(); ++i) report.sources.push_back({options.inputs[i]});
+  for (const SourceFile& f : files) ++report.sources[f.input].files;
+  return report;
+}
+
+// Once every document is read: the text bytes per input; a run that found no document fails.
+void count_text_bytes(PrepareReport& report, const std::vector<SourceFile>& files,
+                      const std::vector<uint64_t>& text_bytes_per_file) {
+  for (size_t f = 0; f < files.size(); ++f) {
+    report.text_bytes += text_bytes_per_file[f];
+    report.sources[files[f].input].text_bytes += text_bytes_per_file[f];
+  }
+  if (report.train.documents + report.val.documents == 0)
+    fail("no documents to write ({} empty document(s){})", report.empty_documents,
+         report.bad_records ? fmt::format(" and {} bad record(s)", report.bad_records) : "");
+}
+
 PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenizer_source,
                   const std::vector<SourceFile>& files, const std::string& out_dir) {
   const auto start = std::chrono::steady_clock::now();
@@ -382,17 +406,9 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   const SplitRule rule(options.seed, options.val_fraction);
-  PrepareReport report;
-  report.threads = options.threads > 0
-                       ? options.threads
-                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  report.files = files.size();
-  for (size_t i = 0; i < options.inputs.size(); ++i) report.sources.push_back({options.inputs[i]});
+  PrepareReport report = empty_report(options, files);
   uint64_t file_bytes_total = 0;
-  for (const SourceFile& f : files) {
-    ++report.sources[f.input].files;
-    file_bytes_total += f.size;
-  }
+  for (const SourceFile& f : files) file_bytes_total += f.size;
 
   PrepareWriter writer(options, files, out_dir, file_bytes_total, report);
   BatchQueue queue(2);
@@ -471,13 +487,7 @@ PrepareReport run(const PrepareOptions& options, const TokenizerSource& tokenize
   }
   if (failure) std::rethrow_exception(failure);
   reader.join();
-  for (size_t f = 0; f < files.size(); ++f) {
-    report.text_bytes += text_bytes_per_file[f];
-    report.sources[files[f].input].text_bytes += text_bytes_per_file[f];
-  }
-  if (report.train.documents + report.val.documents == 0)
-    fail("no documents to write ({} empty document(s){})", report.empty_documents,
-         report.bad_records ? fmt::format(" and {} bad record(s)", report.bad_records) : "");
+  count_text_bytes(report, files, text_bytes_per_file);
   const auto buckets_written = [&](int64_t done, int64_t buckets) {
     progress.buckets_written = uint32_t(done);
     progress.buckets = uint32_t(buckets);
