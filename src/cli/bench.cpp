@@ -196,7 +196,8 @@ std::vector<GenerateBenchModel> generate_bench_models(const std::vector<std::str
     m.weights = files.weights_path;
     // A trainer's checkpoints are RUN/checkpoints/NAME: call them RUN/NAME.
     const std::filesystem::path parent = folder.parent_path();
-    m.label = (parent.filename() == "checkpoints" ? parent.parent_path().filename().string() + "/" : "") +
+    const bool in_run = parent.filename() == "checkpoints";
+    m.label = (in_run ? parent.parent_path().filename().string() + "/" : "") +
               folder.filename().string();
     models.push_back(m);
   }

@@ -9,11 +9,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace sps {
 
@@ -124,13 +123,10 @@ DatasetMeta read_dataset_meta(const std::string& folder) {
   const std::string path = (std::filesystem::path(folder) / "meta.json").string();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return meta;
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open", path);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_file(path, "the dataset's meta.json");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: invalid JSON: {}", path, e.what());
   }

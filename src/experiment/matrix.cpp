@@ -6,13 +6,12 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "model/family.h"
 #include "train/train_config.h"
 #include "util/error.h"
+#include "util/read_file.h"
 #include "util/yaml_config.h"
 
 namespace sps {
@@ -97,11 +96,7 @@ std::string token_label(int64_t tokens) {
 }  // namespace
 
 ExperimentMatrix load_matrix(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot read the matrix file", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_matrix(text.str(), path);
+  return parse_matrix(read_file(path, "the matrix file"), path);
 }
 
 ExperimentMatrix parse_matrix(const std::string& text, const std::string& source) {

@@ -251,8 +251,10 @@ std::shared_ptr<Job> Server::make_job(const Prompt& prompt, const CompletionRequ
   if (prompt.is_ids) {
     for (int64_t id : prompt.ids) {
       if (id < 0 || id >= int64_t(tokenizer_.vocab_size()))
-        throw ApiError(400, "'prompt': id " + std::to_string(id) + " is not a token (ids are in [0, " +
-                                std::to_string(tokenizer_.vocab_size()) + "))", "prompt");
+        throw ApiError(400,
+                       "'prompt': id " + std::to_string(id) + " is not a token (ids are in [0, " +
+                           std::to_string(tokenizer_.vocab_size()) + "))",
+                       "prompt");
       job->prompt.push_back(int32_t(id));
     }
     std::vector<uint32_t> ids(job->prompt.begin(), job->prompt.end());

@@ -4,19 +4,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <mutex>
 #include <queue>
-#include <sstream>
 #include <thread>
 
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace sps {
 
@@ -271,16 +269,14 @@ std::vector<std::string> train_bpe_on_files(
   auto work = [&](int t) {
     std::string text;
     for (size_t i = next++; i < files.size(); i = next++) {
-      std::ifstream in(files[i], std::ios::binary);
-      std::ostringstream buffer;
-      if (in) buffer << in.rdbuf();
-      if (!in || in.bad()) {
+      try {
+        text = read_file(files[i], "training text");
+      } catch (const UserError& e) {
         std::lock_guard<std::mutex> lock(error_mutex);
-        if (error.empty()) error = fmt::format("{}: cannot read ({})", files[i], std::strerror(errno));
+        if (error.empty()) error = e.what();
         next = files.size();
         return;
       }
-      text = std::move(buffer).str();
       counters[t].add_document(text);
       bytes += text.size();
       const size_t finished = ++done;
