@@ -110,6 +110,7 @@ struct Contestant {
     } else {
       load_weights(m.weights, model.params(), model.weights());
     }
+    model.pack_for_inference();
     return model;
   }
   Contestant(const GenerateBenchModel& m, const GenerateBenchOptions& o)

@@ -105,6 +105,7 @@ LoadedModel load_model(const std::string& checkpoint, const std::string& weights
   ops::on_host(m.model->backend(), m.model->weights(), size_t(m.model->params().total()),
                ops::HostAccess::write,
                [&](float* w) { load_weights(weights_path, m.model->params(), w); });
+  m.model->pack_for_inference();
   return m;
 }
 

@@ -20,8 +20,9 @@ struct ModelFiles {
 ModelFiles resolve_model_files(const std::string& checkpoint, const std::string& weights,
                                const std::string& config);
 
-// A model loaded from --checkpoint or --weights + --config onto `device`; the family and
-// special ids the weights were saved with must agree with the config (UserError otherwise).
+// A model loaded from --checkpoint or --weights + --config onto `device` for inference (its
+// weights packed: Model::pack_for_inference); the family and special ids the weights were
+// saved with must agree with the config (UserError otherwise).
 struct LoadedModel {
   std::unique_ptr<Model<float>> model;
   std::string config_path, weights_path;

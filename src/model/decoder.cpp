@@ -205,7 +205,7 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   for (int64_t l = 0; l < L_; ++l) {
     const LayerParams& p = table.layer(l);
     backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, slots, d, c.norm_eps);
-    backend_.linear_decode_forward(qkv, n, W + p.c_attn, slots, d, 3 * d, false);
+    model_.block_linear(qkv, n, p.c_attn, slots, d, 3 * d, false, true);
     backend_.rope_forward(qkv, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
     backend_.rope_forward(qkv + d, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
     last_step_pairs_ += backend_.attention_decode(att, qkv, cache_.persistent_k(l),
@@ -224,7 +224,7 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
         backend_.copy(att + i * d, att + from * d, sizeof(T) * d);
       }
     }
-    backend_.linear_decode_forward(h, att, W + p.c_proj, rows, d, d, true);
+    model_.block_linear(h, att, p.c_proj, rows, d, d, true, true);
     // The new rows join the cache after this layer's attention; the counts move after all
     // layers, so no layer of this call sees them as cached. Of the ring pushes only the
     // last ring_capacity survive.
@@ -239,9 +239,9 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
         }
       }
     backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, rows, d, c.norm_eps);
-    backend_.linear_decode_forward(gate_up_.data(), n, W + p.gate_up, rows, d, 2 * F, false);
+    model_.block_linear(gate_up_.data(), n, p.gate_up, rows, d, 2 * F, false, true);
     backend_.swiglu_forward(act_.data(), gate_up_.data(), rows, F);
-    backend_.linear_decode_forward(h, act_.data(), W + p.down_proj, rows, F, d, true);
+    model_.block_linear(h, act_.data(), p.down_proj, rows, F, d, true, true);
   }
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < K; ++t) {

@@ -33,12 +33,41 @@ Model<T>::Model(const ModelConfig& config, const ops::Backend<T>& backend)
 
 template <typename T>
 void Model<T>::init_weights(uint64_t seed) {
+  SPS_ASSERT(!packed_);
   ops::on_host(backend_, weights_.data(), size_t(table_.total()), ops::HostAccess::write,
                [&](T* weights) { init_parameters(weights, table_, config_, seed); });
 }
 
 template <typename T>
+void Model<T>::pack_for_inference() {
+  if (packed_) return;
+  const int64_t d = config_.hidden_size, F = config_.intermediate_size;
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    const LayerParams& p = table_.layer(l);
+    T* W = weights_.data();
+    if (!backend_.pack_linear_weight(W + p.c_attn, d, 3 * d)) return;  // no packed layout
+    backend_.pack_linear_weight(W + p.c_proj, d, d);
+    backend_.pack_linear_weight(W + p.gate_up, d, 2 * F);
+    backend_.pack_linear_weight(W + p.down_proj, F, d);
+  }
+  packed_ = true;
+}
+
+template <typename T>
+void Model<T>::block_linear(T* out, const T* in, int64_t offset, int64_t rows, int64_t in_dim,
+                            int64_t out_dim, bool accumulate, bool few_rows) const {
+  const T* weight = weights_.data() + offset;
+  if (packed_)
+    backend_.linear_packed_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
+  else if (few_rows)
+    backend_.linear_decode_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
+  else
+    backend_.linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
+}
+
+template <typename T>
 T* Model<T>::grads() {
+  SPS_ASSERT(!packed_);  // weights packed for inference cannot be trained
   if (grads_.size() == 0) {
     backend_.require(__int128(table_.total()) * sizeof(T),
                      fmt::format("model config: the gradients of {} parameters", table_.total()));
@@ -310,19 +339,19 @@ int64_t Model<T>::layer_forward(int64_t l, T* h_next) {
   LayerActs& a = layer_acts_[l];
   // Attention half: h_mid = h_in + c_proj(Attn(RoPE(c_attn(RMSNorm(h_in)))))
   backend_.rmsnorm_forward(a.n1, a.rstd1, a.h_in, W + p.attention_norm, rows, d, config_.norm_eps);
-  backend_.linear_forward(a.qkv, a.n1, W + p.c_attn, rows, d, 3 * d, false);
+  block_linear(a.qkv, a.n1, p.c_attn, rows, d, 3 * d, false, false);
   backend_.rope_forward(a.qkv, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
   backend_.rope_forward(a.qkv + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
   const int64_t pairs = backend_.attention_forward(a.att, a.lse, a.qkv, attention_layout());
   backend_.copy(a.h_mid, a.h_in, sizeof(T) * rows * d);
-  backend_.linear_forward(a.h_mid, a.att, W + p.c_proj, rows, d, d, true);
+  block_linear(a.h_mid, a.att, p.c_proj, rows, d, d, true, false);
   // MLP half: h_out = h_mid + down(silu(gate(n2)) ⊙ up(n2)); gate|up is one [2F, d] weight.
   backend_.rmsnorm_forward(a.n2, a.rstd2, a.h_mid, W + p.mlp_norm, rows, d, config_.norm_eps);
-  backend_.linear_forward(a.gate_up, a.n2, W + p.gate_up, rows, d, 2 * F, false);
+  block_linear(a.gate_up, a.n2, p.gate_up, rows, d, 2 * F, false, false);
   backend_.swiglu_forward(a.act, a.gate_up, rows, F);
   if (h_next) {
     backend_.copy(h_next, a.h_mid, sizeof(T) * rows * d);
-    backend_.linear_forward(h_next, a.act, W + p.down_proj, rows, F, d, true);
+    block_linear(h_next, a.act, p.down_proj, rows, F, d, true, false);
   }
   return pairs;
 }

@@ -84,6 +84,20 @@ class Model {
   void init_weights(uint64_t seed);
   void zero_grads();
 
+  // For a process that only runs forwards and decode steps (generate, eval, serve and their
+  // benchmarks): rewrites every block's projection weights in place into the backend's packed
+  // layout (ops::pack_linear_weight), whose kernel serves a decode step's few rows and a
+  // prefill's many at the speed the weights stream. A backend without one keeps the rows.
+  // weights() then no longer holds those tensors in the checkpoint's layout, and training
+  // (grads, forward_backward) is refused.
+  void pack_for_inference();
+  bool packed() const { return packed_; }
+  // out[rows, out_dim] (+)= in · Wᵀ, W the block projection at `offset` in params() (c_attn,
+  // c_proj, gate_up or down_proj) in whichever layout it is in; `few_rows` (a decode step)
+  // takes ops::linear_decode_forward over BLAS for unpacked weights.
+  void block_linear(T* out, const T* in, int64_t offset, int64_t rows, int64_t in_dim,
+                    int64_t out_dim, bool accumulate, bool few_rows) const;
+
   // Plans activation memory for up to `batch` sequences of `tokens` tokens: a training plan
   // (which serves forwards too) or, with training false, an inference plan unless a training
   // plan large enough is already in place. Called by forward and forward_backward when
@@ -151,6 +165,7 @@ class Model {
   int64_t planned_batch_ = 0, planned_tokens_ = 0;  // the shape acts_ was planned for
   ActivationPlanKind planned_kind_ = ActivationPlanKind::inference;
   bool recompute_ = false;
+  bool packed_ = false;
   std::vector<LayerActs> layer_acts_;
   T *h_out_ = nullptr, *nf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *lse_head_ = nullptr,
     *nll_ = nullptr;

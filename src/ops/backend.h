@@ -128,6 +128,11 @@ class Backend : public Memory {
                                int64_t ld_in = 0, int64_t ld_dout = 0) const = 0;
   virtual void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows,
                                      int64_t in_dim, int64_t out_dim, bool accumulate) const = 0;
+  // Packs in place and returns true, or returns false (weight unchanged) where this backend
+  // has no packed layout; linear_packed_forward is only called on weights it packed.
+  virtual bool pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim) const = 0;
+  virtual void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows,
+                                     int64_t in_dim, int64_t out_dim, bool accumulate) const = 0;
 
   virtual void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
                                  int64_t d) const = 0;

@@ -185,4 +185,16 @@ template <typename T>
 void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
                            int64_t out_dim, bool accumulate);
 
+// ---- linear over weights packed for inference -------------------------------------------
+// pack_linear_weight rewrites weight [out_dim, in_dim] in place into the layout
+// linear_packed_forward reads (column panels of a few vectors' width, [panel][in_dim][width]);
+// linear_packed_forward computes out[rows, out_dim] (+)= in[rows, in_dim] · weightᵀ, dense
+// rows, the contract of linear_forward, for any number of rows. Each output is one chain of
+// fused multiply-adds along in_dim, so a row's result does not depend on the other rows.
+template <typename T>
+void pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim);
+template <typename T>
+void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows, int64_t in_dim,
+                           int64_t out_dim, bool accumulate);
+
 }  // namespace sps::ops

@@ -173,6 +173,28 @@ TEST_P(DecoderEqualsForward, LongExtends) {
   }
 }
 
+// Weights packed for inference (Model::pack_for_inference): the forward's logits are the row
+// layout's, and cached generation equals the forward with both on the packed weights.
+TEST_P(DecoderEqualsForward, PackedWeights) {
+  const Case& p = GetParam();
+  const ModelConfig c = micro_config(p.family, p.window, p.omega);
+  Model<float> rows_model(c), model(c);
+  randomize_weights(rows_model, 8);
+  randomize_weights(model, 8);
+  model.pack_for_inference();
+  ASSERT_TRUE(model.packed());
+  const int64_t n = c.block_size, V = c.vocab_size;
+  const auto x = random_tokens(1, n, c, 19, {2, 7});
+  std::vector<double> row_logits(n * V), packed_logits(n * V);
+  rows_model.forward(x.data(), x.data(), 1, n, {nullptr, row_logits.data()});
+  model.forward(x.data(), x.data(), 1, n, {nullptr, packed_logits.data()});
+  EXPECT_LT(max_relative_error(packed_logits.data(), row_logits.data(), n * V), 1e-4);
+  check_against_forward(model, {x}, {5});
+  check_against_forward(model, {x}, {3}, 0, 5);
+  const auto b = random_tokens(1, 10, c, 32, {1});
+  check_against_forward(model, {x, b}, {6, 2});
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, DecoderEqualsForward, ::testing::ValuesIn(all_cases()), case_name);
 
 // An extend of the first rows only: their logits are the forward's, and the other rows keep

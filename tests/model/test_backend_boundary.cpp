@@ -21,7 +21,7 @@ class CheckingBackend final : public ops::Backend<float> {
  public:
   mutable std::vector<std::string> strays;  // "op: argument" for each pointer outside
   mutable int64_t calls = 0;
-  mutable double decode_linear_flops = 0;  // 2·rows·in·out of every linear_decode_forward
+  mutable double decode_linear_flops = 0;  // 2·rows·in·out of every decode or packed linear
   mutable int64_t decode_pairs = 0;        // what attention_decode returned, summed
 
   ops::Device device() const override { return {}; }
@@ -70,6 +70,16 @@ class CheckingBackend final : public ops::Backend<float> {
     check("linear_decode_forward", {out, in, w});
     decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
     cpu().linear_decode_forward(out, in, w, rows, in_dim, out_dim, accumulate);
+  }
+  bool pack_linear_weight(float* w, int64_t in_dim, int64_t out_dim) const override {
+    check("pack_linear_weight", {w});
+    return cpu().pack_linear_weight(w, in_dim, out_dim);
+  }
+  void linear_packed_forward(float* out, const float* in, const float* w, int64_t rows,
+                             int64_t in_dim, int64_t out_dim, bool accumulate) const override {
+    check("linear_packed_forward", {out, in, w});
+    decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
+    cpu().linear_packed_forward(out, in, w, rows, in_dim, out_dim, accumulate);
   }
   void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
                          int64_t d) const override {

@@ -53,6 +53,14 @@ class CpuBackend final : public Backend<T> {
                              int64_t out_dim, bool accumulate) const override {
     ops::linear_decode_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
   }
+  bool pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim) const override {
+    ops::pack_linear_weight(weight, in_dim, out_dim);
+    return true;
+  }
+  void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows, int64_t in_dim,
+                             int64_t out_dim, bool accumulate) const override {
+    ops::linear_packed_forward(out, in, packed, rows, in_dim, out_dim, accumulate);
+  }
   void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
                          int64_t d) const override {
     ops::embedding_forward(out, tokens, table, n, d);

@@ -7,6 +7,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/linear.h"
 #include "ops/cuda/memory.h"
+#include "util/error.h"
 
 namespace sps::ops::cuda {
 
@@ -46,6 +47,12 @@ class CudaBackend final : public Backend<float> {
   void linear_decode_forward(float* out, const float* in, const float* weight, int64_t rows,
                              int64_t in_dim, int64_t out_dim, bool accumulate) const override {
     cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
+  }
+  // Weights stay in the row layout that cuBLASLt reads.
+  bool pack_linear_weight(float*, int64_t, int64_t) const override { return false; }
+  void linear_packed_forward(float*, const float*, const float*, int64_t, int64_t, int64_t,
+                             bool) const override {
+    SPS_ASSERT(!"the CUDA backend packs no weights");
   }
   void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
                          int64_t d) const override {

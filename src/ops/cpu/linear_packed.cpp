@@ -1,0 +1,170 @@
+// linear over weights packed in column panels, for inference. With the weights stored
+// [out_dim, in_dim] every output is a dot product along in_dim, so each weight row re-reads
+// all the input rows; past 4–8 rows that traffic, not the weights, bounds a decode step
+// (docs/performance.md, "The decode linear kernel alone"). Packed in panels of kPanel output
+// columns, [panel][in_dim][kPanel], a weight row segment is two vectors along out_dim: a
+// micro-kernel broadcasts one input value per row and multiplies it into both, keeping
+// rows × kPanel sums in registers, so the input is read once per panel and the weights once
+// per block of rows.
+//
+// Every output element is the same chain of fused multiply-adds, k = 0 … in_dim − 1, started
+// from 0 (or from the old value when accumulating), whatever the number of rows and however
+// they are blocked: a row's result does not depend on the rows beside it.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "ops/cpu/cpu_common.h"
+#include "ops/ops.h"
+#include "util/error.h"
+
+namespace sps::ops {
+namespace {
+
+template <typename T>
+struct Vec {
+  typedef T V __attribute__((vector_size(cpu::kVecBytes)));
+  static constexpr int lanes = cpu::kVecBytes / int(sizeof(T));
+};
+
+// Output columns per panel: two vectors.
+template <typename T>
+constexpr int64_t kPanelWidth = 2 * Vec<T>::lanes;
+
+template <typename V>
+inline V load(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V>
+inline void store(void* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+// Steps of in_dim per pass over a panel: one chunk of a panel (16 KB) stays in L1 while every
+// block of rows multiplies it (sums are stored and reloaded between chunks, exactly).
+constexpr int64_t kChunkBytes = 16384;
+template <typename T>
+constexpr int64_t kChunk = kChunkBytes / (kPanelWidth<T> * int64_t(sizeof(T)));
+// Software prefetch one chunk ahead, so the next chunk streams in while every block of rows
+// works on this one (a shorter distance left memory idle during the later blocks' passes:
+// 20-30% slower at 8 rows, measured).
+constexpr int64_t kPrefetchBytes = kChunkBytes;
+
+// out[m, 0 .. NP·kPanel) for m < MR, k in [k0, k1), from NP consecutive full panels at p.
+// Sums start from out when `from_out`, else from 0.
+template <typename T, int MR, int NP>
+inline void micro_kernel(T* out, int64_t ld_out, const T* in, int64_t K, const T* p,
+                         bool from_out, int64_t k0, int64_t k1) {
+  using V = typename Vec<T>::V;
+  constexpr int L = Vec<T>::lanes, P = int(kPanelWidth<T>), NV = 2 * NP;
+  V acc[MR][NV];
+  for (int m = 0; m < MR; ++m)
+    for (int v = 0; v < NV; ++v)
+      acc[m][v] = from_out ? load<V>(out + m * ld_out + (v / 2) * P + (v % 2) * L) : V{};
+  for (int64_t k = k0; k < k1; ++k) {
+    V w[NV];
+    for (int q = 0; q < NP; ++q) {
+      const T* row = p + q * K * P + k * P;
+      __builtin_prefetch(row + kPrefetchBytes / sizeof(T));
+      w[2 * q] = load<V>(row);
+      w[2 * q + 1] = load<V>(row + L);
+    }
+    for (int m = 0; m < MR; ++m) {
+      const V a = in[m * K + k] - V{};  // a broadcast GCC loads straight from memory
+      for (int v = 0; v < NV; ++v) acc[m][v] += a * w[v];
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int v = 0; v < NV; ++v) store(out + m * ld_out + (v / 2) * P + (v % 2) * L, acc[m][v]);
+}
+
+// All `rows` rows against NP full panels for k in [k0, k1): blocks of 6 rows (12 sums in
+// registers with two vectors per panel; 4 for 7 or 8 rows left), each block one pass over the
+// chunk. With two panels (few rows) the rows go in one block.
+template <typename T, int NP>
+void rows_chunk(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const T* p,
+                bool from_out, int64_t k0, int64_t k1) {
+  SPS_ASSERT(NP == 1 || rows <= 3);
+  for (int64_t m = 0; m < rows;) {
+    const int64_t left = rows - m;
+    const int64_t block = NP == 2 ? left : left == 7 || left == 8 ? 4 : std::min<int64_t>(left, 6);
+    T* o = out + m * N;
+    const T* a = in + m * K;
+    switch (block) {
+      case 1: micro_kernel<T, 1, NP>(o, N, a, K, p, from_out, k0, k1); break;
+      case 2: micro_kernel<T, 2, NP>(o, N, a, K, p, from_out, k0, k1); break;
+      case 3: micro_kernel<T, 3, NP>(o, N, a, K, p, from_out, k0, k1); break;
+      case 4: micro_kernel<T, 4, 1>(o, N, a, K, p, from_out, k0, k1); break;
+      case 5: micro_kernel<T, 5, 1>(o, N, a, K, p, from_out, k0, k1); break;
+      case 6: micro_kernel<T, 6, 1>(o, N, a, K, p, from_out, k0, k1); break;
+    }
+    m += block;
+  }
+}
+
+template <typename T, int NP>
+void panels(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const T* p,
+            bool accumulate) {
+  for (int64_t k0 = 0; k0 < K; k0 += kChunk<T>)
+    rows_chunk<T, NP>(out, N, in, rows, K, p, accumulate || k0 > 0, k0,
+                      std::min(K, k0 + kChunk<T>));
+}
+
+}  // namespace
+
+template <typename T>
+void pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim) {
+  SPS_ASSERT(in_dim >= 0 && out_dim >= 0);
+  constexpr int64_t P = kPanelWidth<T>;
+  const std::vector<T> rows(weight, weight + in_dim * out_dim);
+  const int64_t panel_count = (out_dim + P - 1) / P;
+#pragma omp parallel for schedule(static) if (in_dim * out_dim >= cpu::kParallelThreshold)
+  for (int64_t j = 0; j < panel_count; ++j) {
+    const int64_t n0 = j * P, width = std::min(P, out_dim - n0);
+    T* panel = weight + n0 * in_dim;
+    for (int64_t k = 0; k < in_dim; ++k)
+      for (int64_t c = 0; c < width; ++c) panel[k * width + c] = rows[(n0 + c) * in_dim + k];
+  }
+}
+
+template <typename T>
+void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows, int64_t in_dim,
+                           int64_t out_dim, bool accumulate) {
+  SPS_ASSERT(rows >= 0 && in_dim >= 0 && out_dim >= 0);
+  if (rows == 0 || out_dim == 0) return;
+  constexpr int64_t P = kPanelWidth<T>;
+  const int64_t K = in_dim, N = out_dim, full = N / P;
+  const bool parallel = rows * N * K >= 16 * cpu::kParallelThreshold;
+  if (rows <= 3) {  // two panels per pass: more independent sums for few rows
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t j = 0; j < full / 2; ++j)
+      panels<T, 2>(out + 2 * j * P, N, in, rows, K, packed + 2 * j * P * K, accumulate);
+    if (full % 2)
+      panels<T, 1>(out + (full - 1) * P, N, in, rows, K, packed + (full - 1) * P * K, accumulate);
+  } else {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t j = 0; j < full; ++j)
+      panels<T, 1>(out + j * P, N, in, rows, K, packed + j * P * K, accumulate);
+  }
+  // The last, narrower panel ([in_dim][width]): the same chain per element, in scalars.
+  const int64_t n0 = full * P, width = N - n0;
+  const T* panel = packed + n0 * K;
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t c = 0; c < width; ++c) {
+      T& o = out[m * N + n0 + c];
+      T sum = accumulate ? o : T(0);
+      for (int64_t k = 0; k < K; ++k) sum += in[m * K + k] * panel[k * width + c];
+      o = sum;
+    }
+}
+
+template void pack_linear_weight<float>(float*, int64_t, int64_t);
+template void pack_linear_weight<double>(double*, int64_t, int64_t);
+template void linear_packed_forward<float>(float*, const float*, const float*, int64_t, int64_t,
+                                           int64_t, bool);
+template void linear_packed_forward<double>(double*, const double*, const double*, int64_t,
+                                            int64_t, int64_t, bool);
+
+}  // namespace sps::ops
