@@ -12,7 +12,6 @@
 // they are blocked: a row's result does not depend on the rows beside it.
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/ops.h"
@@ -118,14 +117,17 @@ template <typename T>
 void pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim) {
   SPS_ASSERT(in_dim >= 0 && out_dim >= 0);
   constexpr int64_t P = kPanelWidth<T>;
-  const std::vector<T> rows(weight, weight + in_dim * out_dim);
   const int64_t panel_count = (out_dim + P - 1) / P;
+  // A panel occupies the elements its weight rows did, so each is transposed on its own
+  // through one panel's worth of scratch.
 #pragma omp parallel for schedule(static) if (in_dim * out_dim >= cpu::kParallelThreshold)
   for (int64_t j = 0; j < panel_count; ++j) {
     const int64_t n0 = j * P, width = std::min(P, out_dim - n0);
     T* panel = weight + n0 * in_dim;
+    T* rows = cpu::thread_buffer<T>(width * in_dim);
+    std::memcpy(rows, panel, sizeof(T) * width * in_dim);
     for (int64_t k = 0; k < in_dim; ++k)
-      for (int64_t c = 0; c < width; ++c) panel[k * width + c] = rows[(n0 + c) * in_dim + k];
+      for (int64_t c = 0; c < width; ++c) panel[k * width + c] = rows[c * in_dim + k];
   }
 }
 
