@@ -17,6 +17,8 @@
 namespace sps::ops::tiles {
 
 using cpu::kVecBytes;
+using cpu::load;
+using cpu::store;
 
 // Query rows per tile (the lanes the kernels below work on). Keys per online-softmax step
 // are each kernel's own: kAttentionKeyChunk in attention.cpp, kDecodeKeyChunk in decode.
@@ -49,16 +51,6 @@ template <typename T>
 constexpr int kLanes = kVecBytes / int(sizeof(T));
 static_assert(kTile % kLanes<float> == 0 && kTile % kLanes<double> == 0);
 
-template <typename V>
-inline V load(const void* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
-template <typename V>
-inline void store(void* p, V v) {
-  std::memcpy(p, &v, sizeof(V));
-}
 template <typename V>
 inline V vmax(V a, V b) {
   return a > b ? a : b;

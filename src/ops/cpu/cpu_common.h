@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -28,6 +29,24 @@ inline constexpr int kVecBytes = 32;
 #else
 inline constexpr int kVecBytes = 16;
 #endif
+
+// The vector of T as wide as kVecBytes (GCC's vector extensions), and unaligned loads and
+// stores of any such vector.
+template <typename T>
+struct Vec {
+  typedef T V __attribute__((vector_size(kVecBytes)));
+  static constexpr int lanes = kVecBytes / int(sizeof(T));
+};
+template <typename V>
+inline V load(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V>
+inline void store(void* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
 
 // An array of n elements owned by the calling thread, grown on demand and kept, so a planned
 // training step allocates nothing after its first iteration. Contents are unspecified on

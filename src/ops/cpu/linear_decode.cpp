@@ -6,7 +6,6 @@
 // block of weight rows is loaded once, in vectors along in_dim, and multiplied into every
 // input row (kept in L1); past that, BLAS.
 #include <algorithm>
-#include <cstring>
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/ops.h"
@@ -15,26 +14,13 @@
 namespace sps::ops {
 namespace {
 
-using cpu::kVecBytes;
+using cpu::load;
+using cpu::Vec;
 
 constexpr int64_t kMaxStreamRows = 16;
 // Software prefetch distance along a weight row (the rows are read once, so the hardware
 // prefetcher alone left ~20% of the bandwidth unused in measurements).
 constexpr int64_t kPrefetchBytes = 4096;
-
-
-template <typename T>
-struct Vec {
-  typedef T V __attribute__((vector_size(kVecBytes)));
-  static constexpr int lanes = kVecBytes / int(sizeof(T));
-};
-
-template <typename V>
-inline V load(const void* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
 
 // out[m, n0 .. n0+R) for m < M: R weight rows against M input rows.
 template <typename T, int M, int R>

@@ -20,26 +20,14 @@
 namespace sps::ops {
 namespace {
 
-template <typename T>
-struct Vec {
-  typedef T V __attribute__((vector_size(cpu::kVecBytes)));
-  static constexpr int lanes = cpu::kVecBytes / int(sizeof(T));
-};
+using cpu::load;
+using cpu::store;
+using cpu::Vec;
 
 // Output columns per panel: two vectors.
 template <typename T>
 constexpr int64_t kPanelWidth = 2 * Vec<T>::lanes;
 
-template <typename V>
-inline V load(const void* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
-template <typename V>
-inline void store(void* p, const V& v) {
-  std::memcpy(p, &v, sizeof(V));
-}
 
 // Steps of in_dim per pass over a panel: one chunk of a panel (16 KB) stays in L1 while every
 // block of rows multiplies it (sums are stored and reloaded between chunks, exactly).
@@ -51,7 +39,7 @@ constexpr int64_t kChunk = kChunkBytes / (kPanelWidth<T> * int64_t(sizeof(T)));
 // 20-30% slower at 8 rows, measured).
 constexpr int64_t kPrefetchBytes = kChunkBytes;
 
-// out[m, 0 .. NP·kPanel) for m < MR, k in [k0, k1), from NP consecutive full panels at p.
+// out[m, 0 .. NP·kPanelWidth) for m < MR, k in [k0, k1), from NP consecutive full panels at p.
 // Sums start from out when `from_out`, else from 0.
 template <typename T, int MR, int NP>
 inline void micro_kernel(T* out, int64_t ld_out, const T* in, int64_t K, const T* p,
