@@ -1,11 +1,11 @@
 // linear over weights packed in column panels, for inference. With the weights stored
 // [out_dim, in_dim] every output is a dot product along in_dim, so each weight row re-reads
 // all the input rows; past 4–8 rows that traffic, not the weights, bounds a decode step
-// (docs/performance.md, "The decode linear kernel alone"). Packed in panels of kPanel output
-// columns, [panel][in_dim][kPanel], a weight row segment is two vectors along out_dim: a
-// micro-kernel broadcasts one input value per row and multiplies it into both, keeping
-// rows × kPanel sums in registers, so the input is read once per panel and the weights once
-// per block of rows.
+// (docs/performance.md, "The decode linear kernel alone"). Packed in panels of kPanelWidth
+// output columns, [panel][in_dim][kPanelWidth], the weights at one k are two vectors along
+// out_dim: a micro-kernel broadcasts one input value per row and multiplies it into both,
+// keeping rows × kPanelWidth sums in registers, so the input is read once per panel (not once
+// per output) and the weights stream from memory once.
 //
 // Every output element is the same chain of fused multiply-adds, k = 0 … in_dim − 1, started
 // from 0 (or from the old value when accumulating), whatever the number of rows and however
@@ -27,7 +27,6 @@ using cpu::Vec;
 // Output columns per panel: two vectors.
 template <typename T>
 constexpr int64_t kPanelWidth = 2 * Vec<T>::lanes;
-
 
 // Steps of in_dim per pass over a panel: one chunk of a panel (16 KB) stays in L1 while every
 // block of rows multiplies it (sums are stored and reloaded between chunks, exactly).
