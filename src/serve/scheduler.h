@@ -13,8 +13,9 @@
 // training forward as `sps generate` of that prompt); choice i samples with its own sampler
 // stream TokenSampler::row_rng(seed, i) (row i of `sps generate`), stops at EOS, a stop
 // string or max_tokens as the generator does; decode steps compute each row independently
-// of the others (ops::linear_decode_forward streams up to 16 rows·streams per step, e.g. 8
-// sps rows; more rows go to BLAS, which is not promised to be row-independent).
+// of the others (the block projections over packed weights for any number of rows,
+// ops::linear_packed_forward; the LM head streams up to 16 rows, ops::linear_decode_forward,
+// and more go to BLAS, which is not promised to be row-independent).
 //
 // Prompts are prefilled whole: splitting one prompt's tokens over several turns (extends)
 // gives slightly different floating-point logits than `sps generate`'s prefill, so the
