@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/base64.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/utf8.h"
 #include "util/sps_home.h"
@@ -20,21 +21,6 @@ namespace sps {
 namespace {
 
 using Ids = std::vector<uint32_t>;
-
-std::string base64(std::string_view bytes) {
-  static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    const size_t n = std::min<size_t>(3, bytes.size() - i);
-    uint32_t v = 0;
-    for (size_t k = 0; k < 3; ++k) v = (v << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0);
-    out += digits[(v >> 18) & 63];
-    out += digits[(v >> 12) & 63];
-    out += n > 1 ? digits[(v >> 6) & 63] : '=';
-    out += n > 2 ? digits[v & 63] : '=';
-  }
-  return out;
-}
 
 std::string escaped(std::string_view s) {
   std::string out;
@@ -68,7 +54,7 @@ bool run_reference(const std::vector<std::string>& texts, std::vector<RefResult>
   std::string input;
   for (const auto& t : texts) {
     if (find_invalid_utf8(t) == std::string::npos) input += nlohmann::json(t).dump() + "\n";
-    else input += nlohmann::json{{"base64", base64(t)}}.dump() + "\n";
+    else input += nlohmann::json{{"base64", base64_encode(t)}}.dump() + "\n";
   }
   testing::write_whole_file(dir / "in.jsonl", input);
   const std::string modules = sps_home() + "/node/node_modules";
