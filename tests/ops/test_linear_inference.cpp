@@ -72,6 +72,7 @@ TEST(LinearInference, EqualsLinearForEveryRowCount) {
     check<float>(rows, 3, 5, 1e-5);
   }
   check<float>(8, 768, 1031, 1e-5);  // large enough to run in parallel
+  check<float>(5, 150, 40, 1e-5);    // in_dim past two of few rows' (smaller) chunks
   check<float>(40, 700, 96, 1e-5);   // in_dim past one chunk of a panel
   check<float>(300, 256, 768, 1e-5); // a prefill's rows
 }
