@@ -41,8 +41,9 @@ struct HeadState {
 
 // Rows ahead of the one being read that the key and value loops ask for. The hardware
 // prefetcher alone leaves memory idle while a chunk's arithmetic runs (measured at s's head
-// size, B = 4, 1,100 cached rows: the cache read 7% (one query) and 13% (two queries) faster
-// with 8 rows ahead; a whole chunk asked for at once was 25% slower, 4 to 32 rows alike).
+// size, B = 4, 1,100 cached rows: the cache read 5% (one query) and 11% (two queries) faster
+// with 8 rows ahead, and 4 to 32 rows did about as well; asking for a whole chunk at once
+// was 25% slower).
 constexpr int64_t kPrefetchRows = 8;
 
 template <typename T>

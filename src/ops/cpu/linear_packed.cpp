@@ -105,7 +105,8 @@ void rows_chunk(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const T
 template <typename T, int NP, int64_t kSteps>
 void chunks(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const T* p, bool accumulate) {
   for (int64_t k0 = 0; k0 < K; k0 += kSteps)
-    rows_chunk<T, NP, kSteps>(out, N, in, rows, K, p, accumulate || k0 > 0, k0, std::min(K, k0 + kSteps));
+    rows_chunk<T, NP, kSteps>(out, N, in, rows, K, p, accumulate || k0 > 0, k0,
+                              std::min(K, k0 + kSteps));
 }
 
 template <typename T, int NP>
