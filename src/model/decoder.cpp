@@ -243,13 +243,11 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     backend_.swiglu_forward(act_.data(), gate_up_.data(), rows, F);
     model_.block_linear(h, act_.data(), p.down_proj, rows, F, d, true, true);
   }
+  // The readout rows are the first B·K rows of h (compacted above when Q = 2).
+  backend_.rmsnorm_forward(nf_.data(), rstdf_.data(), h, W + table.output_norm(), B * K, d,
+                           c.norm_eps);
   for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < K; ++t) {
-      cache_.advance(b);
-      const int64_t i = b * K + t;
-      backend_.rmsnorm_forward(nf_.data() + i * d, rstdf_.data() + i, h + i * d,
-                               W + table.output_norm(), 1, d, c.norm_eps);  // compacted above
-    }
+    for (int64_t t = 0; t < K; ++t) cache_.advance(b);
     next_position_[b] += K;
     last_token_[b] = tokens[b * K + K - 1];
   }
