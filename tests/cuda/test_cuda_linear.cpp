@@ -1,7 +1,10 @@
-// The CUDA backend's linear (cuBLASLt, fp32) against the CPU backend, on a real GPU, with
-// strided rows and accumulation on and off. Skipped where no GPU is usable.
+// The CUDA backend's linear (cuBLASLt) against the CPU backend, on a real GPU, with strided
+// rows and accumulation on and off: fp32 operands, and bf16 operands against the CPU on the
+// same operands rounded to bf16 here. Skipped where no GPU is usable.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "cuda/cuda_fixtures.h"
@@ -48,6 +51,61 @@ TEST(CudaLinear, MatchesTheCpuBackend) {
       EXPECT_LT(max_relative_error(d_out.read(), out), 1e-5) << s.rows << " " << accumulate;
       EXPECT_LT(max_relative_error(d_din.read(), din), 1e-5) << s.rows << " " << accumulate;
       EXPECT_LT(max_relative_error(d_dweight.read(), dweight), 1e-5) << s.rows << " " << accumulate;
+    }
+}
+
+// x rounded to the nearest bf16, ties to even, kept as a float: the rounding written
+// independently of the device's __float2bfloat16_rn (finite inputs only).
+float round_to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+std::vector<float> rounded(std::vector<float> v) {
+  for (float& x : v) x = round_to_bf16(x);
+  return v;
+}
+
+TEST(CudaLinear, Bf16OperandsMatchTheCpuOnRoundedOperands) {
+  SPS_REQUIRE_GPU();
+  for (const Shape s : {Shape{5, 3, 4, 3, 4}, Shape{7, 6, 2, 9, 5}, Shape{300, 128, 384, 130, 390},
+                        Shape{64, 0, 5, 3, 5}})
+    for (bool accumulate : {false, true}) {
+      const auto in = cast_vector<float>(random_vector(s.rows * s.ld_in, 1));
+      const auto weight = cast_vector<float>(random_vector(s.out_dim * s.in_dim, 2));
+      const auto dout = cast_vector<float>(random_vector(s.rows * s.ld_out, 3));
+      auto out = cast_vector<float>(random_vector(s.rows * s.ld_out, 4));
+      auto din = cast_vector<float>(random_vector(s.rows * s.ld_in, 5));
+      auto dweight = cast_vector<float>(random_vector(s.out_dim * s.in_dim, 6));
+      DeviceFloats d_in(in), d_weight(weight), d_dout(dout), d_out(out), d_din(din),
+          d_dweight(dweight);
+      auto out_fp32 = out;
+
+      ops::linear_forward(out.data(), rounded(in).data(), rounded(weight).data(), s.rows,
+                          s.in_dim, s.out_dim, accumulate, s.ld_in, s.ld_out);
+      ops::linear_backward(din.data(), dweight.data(), rounded(dout).data(), rounded(in).data(),
+                           rounded(weight).data(), s.rows, s.in_dim, s.out_dim, accumulate,
+                           s.ld_in, s.ld_out);
+      ops::linear_forward(out_fp32.data(), in.data(), weight.data(), s.rows, s.in_dim,
+                          s.out_dim, accumulate, s.ld_in, s.ld_out);
+      const auto bf16 = ops::cuda::GemmOperands::bf16;
+      ops::cuda::linear_forward(d_out.data, d_in.data, d_weight.data, s.rows, s.in_dim,
+                                s.out_dim, accumulate, s.ld_in, s.ld_out, bf16);
+      ops::cuda::linear_backward(d_din.data, d_dweight.data, d_dout.data, d_in.data,
+                                 d_weight.data, s.rows, s.in_dim, s.out_dim, accumulate,
+                                 s.ld_in, s.ld_out, bf16);
+      // Products of bf16 values are exact in fp32; only the summation order differs.
+      EXPECT_LT(max_relative_error(d_out.read(), out), 1e-5) << s.rows << " " << accumulate;
+      EXPECT_LT(max_relative_error(d_din.read(), din), 1e-5) << s.rows << " " << accumulate;
+      EXPECT_LT(max_relative_error(d_dweight.read(), dweight), 1e-5) << s.rows << " " << accumulate;
+      // And the operands were rounded: the fp32 product differs at bf16's precision.
+      if (s.in_dim > 0) {
+        EXPECT_GT(max_relative_error(d_out.read(), out_fp32), 1e-5);
+      }
     }
 }
 
