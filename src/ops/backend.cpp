@@ -8,11 +8,14 @@
 
 namespace sps::ops {
 
-const Backend<float>& backend_for(const Device& device) {
-  if (device.kind == Device::Kind::cpu) return cpu_backend<float>();
+const Backend<float>& backend_for(const Device& device, Precision precision) {
+  if (device.kind == Device::Kind::cpu) {
+    SPS_ASSERT(precision == Precision::fp32);
+    return cpu_backend<float>();
+  }
   require_usable_device(device, "device");
 #if SPS_WITH_CUDA
-  return cuda::backend(device.index);
+  return cuda::backend(device.index, precision);
 #else
   fail("device: {} asked for, but this sps was built without CUDA", device.name());
 #endif

@@ -180,8 +180,9 @@ class Backend : public Memory {
 template <typename T>
 const Backend<T>& cpu_backend();
 
-// The backend of `device` (float: the element type of every device). For a GPU, makes it the
+// The backend of `device` (float: the element type of every device) with GEMM operands of
+// `precision` (bf16: a GPU only; callers refuse it on the CPU first). For a GPU, makes it the
 // calling thread's current device. A UserError when this build or machine has no such device.
-const Backend<float>& backend_for(const Device& device);
+const Backend<float>& backend_for(const Device& device, Precision precision = Precision::fp32);
 
 }  // namespace sps::ops

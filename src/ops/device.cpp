@@ -29,6 +29,12 @@ Device parse_device(const std::string& text, const std::string& what) {
   fail("{}: '{}' is not a device; expected cpu, cuda or cuda:N (N = 0, 1, …)", what, text);
 }
 
+Precision parse_precision(const std::string& text, const std::string& what) {
+  if (text == "fp32") return Precision::fp32;
+  if (text == "bf16") return Precision::bf16;
+  fail("{}: '{}' is not a precision; expected fp32 or bf16", what, text);
+}
+
 CudaStatus cuda_status() {
   CudaStatus status;
 #if SPS_WITH_CUDA

@@ -30,7 +30,7 @@ const std::vector<std::string> kSchedulerKeys = {"warmup_tokens", "lr_decay_toke
                                                  "decay_lr"};
 const std::vector<std::string> kDataKeys = {"dataset", "train_bin", "val_bin", "dtype"};
 const std::vector<std::string> kSystemKeys = {"threads", "recompute_activations", "out_dir",
-                                              "device"};
+                                              "device", "precision"};
 
 const std::vector<std::string>* section_keys(const std::string& section) {
   if (section == "training") return &kTrainingKeys;
@@ -198,7 +198,12 @@ void validate(const TrainConfig& c, const std::string& s) {
   if (!c.data.dtype.empty() && c.data.dtype != "uint16" && c.data.dtype != "uint32")
     fail("{}: data.dtype: expected uint16 or uint32, got '{}'", s, c.data.dtype);
   at_least("system.threads", c.system.threads, 0);
-  ops::parse_device(c.system.device, s + ": system.device");
+  const ops::Device device = ops::parse_device(c.system.device, s + ": system.device");
+  if (ops::parse_precision(c.system.precision, s + ": system.precision") == ops::Precision::bf16 &&
+      device.kind == ops::Device::Kind::cpu)
+    fail("{}: system.precision: bf16 runs on a GPU (system.device=cuda); the CPU backend computes "
+         "in fp32",
+         s);
 }
 
 TrainConfig parse(const YAML::Node& root, const std::string& source, bool resolved) {
@@ -261,6 +266,7 @@ TrainConfig parse(const YAML::Node& root, const std::string& source, bool resolv
   system.read("recompute_activations", &c.system.recompute_activations);
   system.read("out_dir", &c.system.out_dir);
   system.read("device", &c.system.device);
+  system.read("precision", &c.system.precision);
   if (c.system.out_dir.empty()) c.system.out_dir = "runs/" + fs::path(source).stem().string();
   else if (!resolved) c.system.out_dir = expand_path(c.system.out_dir, source + ": system.out_dir");
 
@@ -390,6 +396,7 @@ std::string train_config_yaml(const TrainConfig& c, bool with_system) {
     out << YAML::Key << "recompute_activations" << YAML::Value << c.system.recompute_activations;
     out << YAML::Key << "out_dir" << YAML::Value << c.system.out_dir;
     out << YAML::Key << "device" << YAML::Value << c.system.device;
+    out << YAML::Key << "precision" << YAML::Value << c.system.precision;
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

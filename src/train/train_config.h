@@ -60,6 +60,7 @@ struct SystemSettings {
   bool recompute_activations = false;  // per-block recomputation: less memory, one more forward
   std::string out_dir;  // the run folder; default runs/<recipe file name>
   std::string device = "cpu";  // where the run's ops run: cpu, cuda or cuda:N (--device)
+  std::string precision = "fp32";  // GEMM operands: fp32, or bf16 (on a GPU only)
 };
 
 struct TrainConfig {

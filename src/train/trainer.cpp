@@ -130,14 +130,16 @@ struct Console {
   ProgressReporter progress;
 };
 
-// The backend of system.device. Multi-process training runs on the CPU only.
+// The backend of system.device and system.precision. Multi-process training runs on the CPU
+// only.
 const ops::Backend<float>& training_backend(const TrainConfig& config, int ranks) {
   const ops::Device device = ops::parse_device(config.system.device, "system.device");
   if (device.kind != ops::Device::Kind::cpu && ranks > 1)
     fail("{}: system.device={} with {} processes: multi-GPU training (NCCL) is not built yet; "
          "train on one GPU or on the CPU",
          config.source, config.system.device, ranks);
-  return ops::backend_for(device);
+  return ops::backend_for(device,
+                         ops::parse_precision(config.system.precision, "system.precision"));
 }
 
 // The backend must hold what the plan counts before the model allocates: a run that cannot

@@ -73,6 +73,15 @@ TEST(SpsCli, DeviceThatCannotRunIsOneLineAndStatus2) {
   EXPECT_EQ(run_command(kSps + " train --config " + recipe + " --device cpu --dry-run 2>&1", &out),
             0)
       << out;
+  // bf16 GEMM operands are a GPU's: the CPU refuses them before any work.
+  const std::string train_cmd = kSps + " train --config " + recipe;
+  EXPECT_EQ(run_command(train_cmd + " system.precision=bf16 --dry-run 2>&1", &out), 2);
+  EXPECT_EQ(out, "sps: " + recipe +
+                     ": system.precision: bf16 runs on a GPU (system.device=cuda); the CPU backend "
+                     "computes in fp32\n");
+  EXPECT_EQ(run_command(train_cmd + " system.precision=fp16 --dry-run 2>&1", &out), 2);
+  EXPECT_EQ(out, "sps: " + recipe +
+                     ": system.precision: 'fp16' is not a precision; expected fp32 or bf16\n");
 }
 
 }  // namespace

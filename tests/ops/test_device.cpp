@@ -27,6 +27,16 @@ TEST(Device, RefusesAnythingElseNamingTheFlag) {
         << bad;
 }
 
+TEST(Device, PrecisionIsFp32OrBf16) {
+  EXPECT_EQ(ops::parse_precision("fp32", "system.precision"), ops::Precision::fp32);
+  EXPECT_EQ(ops::parse_precision("bf16", "system.precision"), ops::Precision::bf16);
+  for (const char* bad : {"", "fp16", "BF16", "bfloat16", "fp32 "})
+    EXPECT_EQ(testing::error_of([&] { ops::parse_precision(bad, "system.precision"); }),
+              "system.precision: '" + std::string(bad) +
+                  "' is not a precision; expected fp32 or bf16")
+        << bad;
+}
+
 TEST(Device, CpuIsAlwaysUsable) {
   EXPECT_NO_THROW(ops::require_device(Device{}, "--device", "sps train"));
 }

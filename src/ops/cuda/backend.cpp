@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/linear.h"
@@ -15,7 +16,9 @@ namespace {
 
 class CudaBackend final : public Backend<float> {
  public:
-  explicit CudaBackend(int index) : index_(index) {}
+  CudaBackend(int index, Precision precision)
+      : index_(index),
+        operands_(precision == Precision::bf16 ? GemmOperands::bf16 : GemmOperands::fp32) {}
 
   Device device() const override { return {Device::Kind::cuda, index_}; }
   bool host_accessible() const override { return false; }
@@ -36,17 +39,18 @@ class CudaBackend final : public Backend<float> {
   void linear_forward(float* out, const float* in, const float* weight, int64_t rows,
                       int64_t in_dim, int64_t out_dim, bool accumulate, int64_t ld_in,
                       int64_t ld_out) const override {
-    cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, ld_in, ld_out);
+    cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, ld_in, ld_out,
+                         operands_);
   }
   void linear_backward(float* din, float* dweight, const float* dout, const float* in,
                        const float* weight, int64_t rows, int64_t in_dim, int64_t out_dim,
                        bool accumulate_din, int64_t ld_in, int64_t ld_dout) const override {
     cuda::linear_backward(din, dweight, dout, in, weight, rows, in_dim, out_dim, accumulate_din,
-                          ld_in, ld_dout);
+                          ld_in, ld_dout, operands_);
   }
   void linear_decode_forward(float* out, const float* in, const float* weight, int64_t rows,
                              int64_t in_dim, int64_t out_dim, bool accumulate) const override {
-    cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
+    cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, 0, 0, operands_);
   }
   // Weights stay in the row layout that cuBLASLt reads.
   bool pack_linear_weight(float*, int64_t, int64_t) const override { return false; }
@@ -118,17 +122,18 @@ class CudaBackend final : public Backend<float> {
 
  private:
   int index_;
+  GemmOperands operands_;
 };
 
 }  // namespace
 
-const Backend<float>& backend(int index) {
+const Backend<float>& backend(int index, Precision precision) {
   static std::mutex mutex;
-  static std::map<int, std::unique_ptr<CudaBackend>> backends;
+  static std::map<std::pair<int, Precision>, std::unique_ptr<CudaBackend>> backends;
   use_device(index);
   const std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = backends[index];
-  if (!slot) slot = std::make_unique<CudaBackend>(index);
+  auto& slot = backends[{index, precision}];
+  if (!slot) slot = std::make_unique<CudaBackend>(index, precision);
   return *slot;
 }
 

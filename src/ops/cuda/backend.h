@@ -6,7 +6,8 @@
 
 namespace sps::ops::cuda {
 
-// GPU `index` (in range: require_device checked it), made the calling thread's current device.
-const Backend<float>& backend(int index);
+// GPU `index` (in range: require_device checked it), made the calling thread's current device,
+// its linears on operands of `precision`.
+const Backend<float>& backend(int index, Precision precision);
 
 }  // namespace sps::ops::cuda
