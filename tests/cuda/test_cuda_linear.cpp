@@ -39,8 +39,8 @@ float round_to_bf16(float x) {
 // operands (rounded to bf16 here for bf16): only the summation order may differ, since
 // products of bf16 values are exact in fp32. For bf16 the result must also be visibly off
 // the fp32 product, so an unrounded GEMM fails.
-void check_against_cpu(ops::cuda::GemmOperands operands) {
-  const bool bf16 = operands == ops::cuda::GemmOperands::bf16;
+void check_against_cpu(ops::Precision operands) {
+  const bool bf16 = operands == ops::Precision::bf16;
   const auto as_read = [&](std::vector<float> v) {
     if (bf16)
       for (float& x : v) x = round_to_bf16(x);
@@ -82,12 +82,12 @@ void check_against_cpu(ops::cuda::GemmOperands operands) {
 
 TEST(CudaLinear, MatchesTheCpuBackend) {
   SPS_REQUIRE_GPU();
-  check_against_cpu(ops::cuda::GemmOperands::fp32);
+  check_against_cpu(ops::Precision::fp32);
 }
 
 TEST(CudaLinear, Bf16OperandsMatchTheCpuOnRoundedOperands) {
   SPS_REQUIRE_GPU();
-  check_against_cpu(ops::cuda::GemmOperands::bf16);
+  check_against_cpu(ops::Precision::bf16);
 }
 
 }  // namespace

@@ -17,8 +17,7 @@ namespace {
 class CudaBackend final : public Backend<float> {
  public:
   CudaBackend(int index, Precision precision)
-      : index_(index),
-        operands_(precision == Precision::bf16 ? GemmOperands::bf16 : GemmOperands::fp32) {}
+      : index_(index), operands_(precision) {}
 
   Device device() const override { return {Device::Kind::cuda, index_}; }
   bool host_accessible() const override { return false; }
@@ -122,7 +121,7 @@ class CudaBackend final : public Backend<float> {
 
  private:
   int index_;
-  GemmOperands operands_;
+  Precision operands_;
 };
 
 }  // namespace

@@ -111,8 +111,8 @@ void run(const ColumnMajorGemm& g, const std::map<GemmOperand, Operand>& inputs,
 
 void linear_forward(float* out, const float* in, const float* weight, int64_t rows,
                     int64_t in_dim, int64_t out_dim, bool accumulate, int64_t ld_in,
-                    int64_t ld_out, GemmOperands operands) {
-  if (operands == GemmOperands::fp32) {
+                    int64_t ld_out, Precision operands) {
+  if (operands == Precision::fp32) {
     run(linear_forward_gemm(rows, in_dim, out_dim, accumulate, ld_in, ld_out),
         {{GemmOperand::input, {in, CUDA_R_32F}}, {GemmOperand::weight, {weight, CUDA_R_32F}}},
         out);
@@ -127,8 +127,8 @@ void linear_forward(float* out, const float* in, const float* weight, int64_t ro
 
 void linear_backward(float* din, float* dweight, const float* dout, const float* in,
                      const float* weight, int64_t rows, int64_t in_dim, int64_t out_dim,
-                     bool accumulate_din, int64_t ld_in, int64_t ld_dout, GemmOperands operands) {
-  if (operands == GemmOperands::fp32) {
+                     bool accumulate_din, int64_t ld_in, int64_t ld_dout, Precision operands) {
+  if (operands == Precision::fp32) {
     const std::map<GemmOperand, Operand> inputs = {
         {GemmOperand::input, {in, CUDA_R_32F}},
         {GemmOperand::weight, {weight, CUDA_R_32F}},

@@ -5,17 +5,17 @@
 // to bf16 first for the tensor cores (the reference's bf16 autocast); sums are fp32 either way.
 #include <cstdint>
 
-namespace sps::ops::cuda {
+#include "ops/device.h"
 
-enum class GemmOperands { fp32, bf16 };
+namespace sps::ops::cuda {
 
 void linear_forward(float* out, const float* in, const float* weight, int64_t rows,
                     int64_t in_dim, int64_t out_dim, bool accumulate, int64_t ld_in = 0,
-                    int64_t ld_out = 0, GemmOperands operands = GemmOperands::fp32);
+                    int64_t ld_out = 0, Precision operands = Precision::fp32);
 
 void linear_backward(float* din, float* dweight, const float* dout, const float* in,
                      const float* weight, int64_t rows, int64_t in_dim, int64_t out_dim,
                      bool accumulate_din, int64_t ld_in = 0, int64_t ld_dout = 0,
-                     GemmOperands operands = GemmOperands::fp32);
+                     Precision operands = Precision::fp32);
 
 }  // namespace sps::ops::cuda
