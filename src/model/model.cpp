@@ -268,6 +268,11 @@ ops::AttentionLayout Model<T>::attention_layout() const {
   attn.head_dim = config_.head_dim();
   attn.doc = doc_.data();
   attn.doc_start = doc_start_.data();
+  if (const int64_t tile = backend_.attention_tile()) {
+    attn.tile_kinds = tile_kinds_.data();
+    attn.tile = tile;
+    attn.tile_pairs = tile_plan_.computed_pairs;
+  }
   return attn;
 }
 
@@ -281,6 +286,13 @@ void Model<T>::upload_layout(const int32_t* y) {
   slot_tokens_.upload(layout_.slot_tokens.data(), rows);
   doc_.upload(layout_.doc.data(), B * T_);
   doc_start_.upload(layout_.doc_start.data(), B * T_);
+  if (const int64_t tile = backend_.attention_tile()) {
+    ops::AttentionLayout host = attention_layout();
+    host.doc = layout_.doc.data();
+    host.doc_start = layout_.doc_start.data();
+    ops::plan_attention_tiles(tile_plan_, host, tile, tile);
+    tile_kinds_.upload(tile_plan_.kinds.data(), tile_plan_.kinds.size());
+  }
   if (y) readout_targets_.upload(y, B * T_);
 }
 

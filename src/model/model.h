@@ -11,6 +11,7 @@
 #include "model/family.h"
 #include "model/params.h"
 #include "model/slot_layout.h"
+#include "ops/attention_plan.h"
 #include "ops/backend.h"
 
 namespace sps {
@@ -161,6 +162,9 @@ class Model {
   // readout targets [B·T].
   ops::DeviceBuffer<int32_t> slot_tokens_{backend_}, slot_positions_{backend_}, doc_{backend_},
       doc_start_{backend_}, readout_targets_{backend_};
+  // The attention tile plan of the layout, for a backend that reads one (attention_tile()).
+  ops::AttentionTilePlan tile_plan_;
+  ops::DeviceBuffer<ops::TileKind> tile_kinds_{backend_};
   std::vector<T> host_rows_;  // the LM head's per-row values crossing to or from the host
   int64_t planned_batch_ = 0, planned_tokens_ = 0;  // the shape acts_ was planned for
   ActivationPlanKind planned_kind_ = ActivationPlanKind::inference;

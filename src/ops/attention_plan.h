@@ -25,8 +25,6 @@
 
 namespace sps::ops {
 
-enum class TileKind : uint8_t { skipped = 0, partial = 1, full = 2 };
-
 struct AttentionTilePlan {
   int64_t batch = 0, tokens = 0, streams = 1;
   int64_t query_tile = 0, key_tile = 0;    // tokens per tile

@@ -161,8 +161,10 @@ class Backend : public Memory {
                                       const int32_t* targets, const T* dnll, int64_t rows,
                                       int64_t V) const = 0;
 
-  // The layouts' arrays (doc, doc_start; persistent_end, ring_len, ring_next) are this
-  // backend's memory too.
+  // The layouts' arrays (doc, doc_start, tile_kinds; persistent_end, ring_len, ring_next) are
+  // this backend's memory too. attention_tile(): the tile size of the plan (attention_plan.h)
+  // this backend's attention reads from AttentionLayout::tile_kinds, or 0 when it reads none.
+  virtual int64_t attention_tile() const { return 0; }
   virtual int64_t attention_forward(T* out, T* lse, const T* qkv,
                                     const AttentionLayout& layout) const = 0;
   virtual void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out,

@@ -83,6 +83,9 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
 //   document: doc[j] == doc[i];
 //   window:   b == persistent_stream, or i − j <= window;
 //   ω:        when persistent_window >= 0, a persistent key also needs i − j <= ω.
+// A tile of a blocked attention kernel (attention_plan.h): no visible pair, some, or all.
+enum class TileKind : uint8_t { skipped = 0, partial = 1, full = 2 };
+
 struct AttentionLayout {
   int64_t batch = 0;              // B sequences
   int64_t tokens = 0;             // T tokens per sequence
@@ -95,6 +98,11 @@ struct AttentionLayout {
   const int32_t* doc = nullptr;        // [B, T] document id of each token
   const int32_t* doc_start = nullptr;  // [B, T] a lower bound for the first token of
                                        // each token's document (for skipping tiles)
+  // For a backend whose attention reads a tile plan (Backend::attention_tile() > 0): this
+  // layout's plan (attention_plan.h) in that backend's memory, its tile size in tokens, and
+  // the score pairs its tiles hold for one head. Null and 0 elsewhere; the CPU ignores them.
+  const TileKind* tile_kinds = nullptr;
+  int64_t tile = 0, tile_pairs = 0;
 };
 
 // qkv: [B·S, 3·H·D], q | k | v, head h at columns [h·D, (h+1)·D) of each part (after RoPE).

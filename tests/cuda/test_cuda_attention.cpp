@@ -1,7 +1,7 @@
-// The CUDA reference attention against the CPU backend, on a real GPU: every family's mask
-// (streams, persistent stream, window, ω), documents and left padding, head sizes that are
-// and are not multiples of 32; forward, backward, the pair count, and the same bits when a
-// call is repeated. Skipped where no GPU is usable.
+// The CUDA attention kernels, reference and blocked, against the CPU backend on a real GPU:
+// every family's mask (streams, persistent stream, window, ω), documents and left padding,
+// head sizes that are and are not multiples of 32; forward, backward, the pair count, and
+// the same bits when a call is repeated. Skipped where no GPU is usable.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -10,7 +10,9 @@
 
 #include "cuda/cuda_fixtures.h"
 #include "gradcheck.h"
+#include "ops/attention_plan.h"
 #include "ops/attention_reference.h"
+#include "ops/cuda/attention_tiled.h"
 #include "ops/cuda/kernels.h"
 #include "ops/ops.h"
 
@@ -18,6 +20,7 @@ namespace sps {
 namespace {
 
 using testing::cast_vector;
+using testing::DeviceArray;
 using testing::DeviceFloats;
 using testing::DeviceInts;
 using testing::max_relative_error;
@@ -35,20 +38,13 @@ std::string name(const Case& c) {
          (c.documents ? ", documents" : "");
 }
 
-TEST(CudaAttention, MatchesTheCpuBackendForEveryMask) {
-  SPS_REQUIRE_GPU();
-  std::vector<Case> cases;
-  for (const auto& [streams, persistent] : {std::pair<int64_t, int64_t>{1, 0}, {2, 0}, {2, 1}})
-    for (const int64_t window : {0, 1, 3, 100})
-      for (const int64_t omega : {-1, 0, 2})
-        for (const bool documents : {false, true})
-          cases.push_back({streams, persistent, window, omega, 13, 16, documents});
-  for (const int64_t T : {1, 2, 40}) cases.push_back({2, 0, 3, -1, T, 64, true});
-  cases.push_back({2, 0, 5, -1, 9, 72, true});   // D not a multiple of 32
-  cases.push_back({1, 0, 0, -1, 70, 128, true});
+// Forward and backward of every case on the GPU against the CPU backend; with `tiled`, the
+// layout carries the tile plan the blocked kernels read (heads above 64 still take the
+// reference kernels). The pair count is exact: the visible pairs (reference) or the plan's.
+void check_against_the_cpu(const std::vector<Case>& cases, bool tiled) {
   std::mt19937_64 rng(3);
   for (const Case& c : cases) {
-    SCOPED_TRACE(name(c));
+    SCOPED_TRACE(name(c) + (tiled ? ", tiled" : ", reference"));
     const int64_t B = 2, H = 2, D = c.head_dim, S = c.streams * c.tokens, HD = H * D;
     ops::AttentionLayout layout = testing::mask_layout(B, c.tokens, c.streams, c.persistent,
                                                        c.window, c.omega);
@@ -69,6 +65,14 @@ TEST(CudaAttention, MatchesTheCpuBackendForEveryMask) {
       host.doc_start = doc_start.data();
       device.doc = d_doc.data;
     }
+    ops::AttentionTilePlan plan;
+    ops::plan_attention_tiles(plan, host, ops::cuda::kAttentionTile, ops::cuda::kAttentionTile);
+    DeviceArray<ops::TileKind> d_kinds(plan.kinds);
+    if (tiled) {
+      device.tile_kinds = d_kinds.data;
+      device.tile = ops::cuda::kAttentionTile;
+      device.tile_pairs = plan.computed_pairs;
+    }
     ops::attention_forward(out.data(), lse.data(), qkv.data(), host);
     ops::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), host);
     const int64_t pairs = ops::cuda::attention_forward(d_out.data, d_lse.data, d_qkv.data, device);
@@ -81,13 +85,46 @@ TEST(CudaAttention, MatchesTheCpuBackendForEveryMask) {
     int64_t visible = 0;  // per head, summed over sequences
     for (int64_t b = 0; b < B; ++b)
       for (const char v : testing::reference_mask(host, b)) visible += v;
-    EXPECT_EQ(pairs, visible * H);
+    const bool blocked = tiled && ops::cuda::tiled_attention_applies(device);
+    EXPECT_EQ(pairs, (blocked ? plan.computed_pairs : visible) * H);
 
-    const std::vector<float> first = d_dqkv.read();
+    const std::vector<float> first_out = d_out.read(), first = d_dqkv.read();
+    ops::cuda::attention_forward(d_out.data, d_lse.data, d_qkv.data, device);
     ops::cuda::attention_backward(d_dqkv.data, d_dout.data, d_qkv.data, d_out.data, d_lse.data,
                                   device);
+    EXPECT_EQ(d_out.read(), first_out) << "a repeated forward differs";
     EXPECT_EQ(d_dqkv.read(), first) << "a repeated backward differs";
   }
+}
+
+std::vector<Case> every_mask(int64_t tokens, int64_t head_dim) {
+  std::vector<Case> cases;
+  for (const auto& [streams, persistent] : {std::pair<int64_t, int64_t>{1, 0}, {2, 0}, {2, 1}})
+    for (const int64_t window : {0, 1, 3, 100})
+      for (const int64_t omega : {-1, 0, 2})
+        for (const bool documents : {false, true})
+          cases.push_back({streams, persistent, window, omega, tokens, head_dim, documents});
+  return cases;
+}
+
+TEST(CudaAttention, MatchesTheCpuBackendForEveryMask) {
+  SPS_REQUIRE_GPU();
+  std::vector<Case> cases = every_mask(13, 16);
+  for (const int64_t T : {1, 2, 40}) cases.push_back({2, 0, 3, -1, T, 64, true});
+  cases.push_back({2, 0, 5, -1, 9, 72, true});   // D not a multiple of 32
+  cases.push_back({1, 0, 0, -1, 70, 128, true});
+  check_against_the_cpu(cases, false);
+}
+
+// The blocked kernels over 64-token tiles: sequences of several tiles, ending inside one,
+// windows within and across tiles; a head of 72 falls back to the reference kernels.
+TEST(CudaAttention, BlockedKernelsMatchTheCpuBackendForEveryMask) {
+  SPS_REQUIRE_GPU();
+  std::vector<Case> cases = every_mask(150, 64);
+  for (const int64_t T : {1, 64, 200}) cases.push_back({2, 0, 64, -1, T, 40, true});
+  cases.push_back({2, 0, 64, -1, 1024, 64, true});  // the paper's window, many skipped tiles
+  cases.push_back({2, 0, 5, -1, 90, 72, true});
+  check_against_the_cpu(cases, true);
 }
 
 }  // namespace

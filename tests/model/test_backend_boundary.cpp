@@ -4,6 +4,7 @@
 // every pointer an op or a copy receives that lies outside its allocations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "model/backend_lockstep.h"
 #include "model/flops.h"
+#include "ops/attention_plan.h"
 #include "train/optimizer.h"
 #include "util/temp_dir.h"
 
@@ -26,6 +28,8 @@ class CheckingBackend final : public ops::Backend<float> {
 
   ops::Device device() const override { return {}; }
   bool host_accessible() const override { return false; }  // take the staging paths too
+  // Asks for a tile plan, as a GPU backend does, and checks the one each attention receives.
+  int64_t attention_tile() const override { return kTile; }
   void* allocate(size_t bytes) const override {
     void* p = cpu().allocate(bytes);
     allocations_[static_cast<const char*>(p)] = bytes;
@@ -136,12 +140,15 @@ class CheckingBackend final : public ops::Backend<float> {
   }
   int64_t attention_forward(float* out, float* lse, const float* qkv,
                             const ops::AttentionLayout& layout) const override {
-    check("attention_forward", {out, lse, qkv, layout.doc, layout.doc_start});
+    check("attention_forward", {out, lse, qkv, layout.doc, layout.doc_start, layout.tile_kinds});
+    check_tile_plan("attention_forward", layout);
     return cpu().attention_forward(out, lse, qkv, layout);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* lse, const ops::AttentionLayout& layout) const override {
-    check("attention_backward", {dqkv, dout, qkv, out, lse, layout.doc, layout.doc_start});
+    check("attention_backward",
+          {dqkv, dout, qkv, out, lse, layout.doc, layout.doc_start, layout.tile_kinds});
+    check_tile_plan("attention_backward", layout);
     cpu().attention_backward(dqkv, dout, qkv, out, lse, layout);
   }
   int64_t attention_decode(float* out, const float* qkv, const float* pk, const float* pv,
@@ -171,6 +178,17 @@ class CheckingBackend final : public ops::Backend<float> {
     if (it == allocations_.begin()) return false;
     --it;
     return c < it->first + it->second;
+  }
+  static constexpr int64_t kTile = 16;
+  // The layout's tile plan is the plan of its own doc and doc_start arrays (this backend's
+  // memory is host memory underneath), with its pair count.
+  void check_tile_plan(const char* op, const ops::AttentionLayout& layout) const {
+    ops::AttentionTilePlan expected;
+    ops::plan_attention_tiles(expected, layout, kTile, kTile);
+    const bool same = layout.tile_kinds && layout.tile == kTile &&
+                      layout.tile_pairs == expected.computed_pairs &&
+                      std::equal(expected.kinds.begin(), expected.kinds.end(), layout.tile_kinds);
+    if (!same) strays.push_back(std::string(op) + ": tile plan");
   }
   void check(const char* op, std::initializer_list<const void*> pointers) const {
     ++calls;

@@ -1,13 +1,14 @@
-// Family-masked attention and decode attention on the GPU, fp32: the reference kernels the tiled tensor-core
-// kernels of docs/gpu.md will be checked against. One warp per query slot (forward, and
-// the gradient of q) or per key slot (the gradients of k and v) walks exactly the slots the
-// mask of ops.h lets it see, in a fixed order, with no atomics on floats: a repeated call
-// gives the same bits. Each lane holds head-dimension elements lane, lane + 32, …; dot
+// Family-masked attention and decode attention on the GPU, fp32: the reference kernels, which
+// the blocked kernels (attention_tiled.cuh, taken where the layout carries a tile plan) are
+// checked against. One warp per query slot (forward, and the gradient of q) or per key slot
+// (the gradients of k and v) walks exactly the slots the mask of ops.h lets it see, in a
+// fixed order, with no atomics on floats: a repeated call gives the same bits. Each lane holds head-dimension elements lane, lane + 32, …; dot
 // products are summed by a butterfly of shuffles, which leaves the same sum in every lane.
 #include <cuda_runtime.h>
 
 #include <cmath>
 
+#include "ops/cuda/attention_tiled.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/memory.h"
@@ -299,6 +300,10 @@ void check_head_dim(const AttentionLayout& l) {
 int64_t attention_forward(float* out, float* lse, const float* qkv,
                           const AttentionLayout& layout) {
   if (layout.batch * layout.tokens == 0) return 0;
+  if (tiled_attention_applies(layout)) {
+    tiled_attention_forward(out, lse, qkv, layout);
+    return layout.heads * layout.tile_pairs;
+  }
   check_head_dim(layout);
   unsigned long long* pairs = zeroed_pair_counter();
   forward_kernel<<<warp_blocks(layout), kWarp * kWarpsPerBlock>>>(
@@ -324,9 +329,13 @@ int64_t attention_decode(float* out, const float* qkv, const float* persistent_k
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, const AttentionLayout& layout) {
   if (layout.batch * layout.tokens == 0) return;
-  check_head_dim(layout);
   const int64_t stats = layout.batch * layout.heads * layout.streams * layout.tokens;
   float* delta = static_cast<float*>(scratch(size_t(stats) * sizeof(float)));
+  if (tiled_attention_applies(layout)) {
+    tiled_attention_backward(dqkv, delta, dout, qkv, out, lse, layout);
+    return;
+  }
+  check_head_dim(layout);
   const Mask m = mask_of(layout);
   const float scale = 1.0f / sqrtf(float(layout.head_dim));
   query_gradient_kernel<<<warp_blocks(layout), kWarp * kWarpsPerBlock>>>(dqkv, delta, dout, qkv,

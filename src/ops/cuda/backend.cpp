@@ -5,6 +5,7 @@
 #include <mutex>
 #include <utility>
 
+#include "ops/cuda/attention_tiled.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/linear.h"
 #include "ops/cuda/memory.h"
@@ -100,6 +101,7 @@ class CudaBackend final : public Backend<float> {
                               int64_t V) const override {
     cuda::cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);
   }
+  int64_t attention_tile() const override { return kAttentionTile; }
   int64_t attention_forward(float* out, float* lse, const float* qkv,
                             const AttentionLayout& layout) const override {
     return cuda::attention_forward(out, lse, qkv, layout);

@@ -34,8 +34,9 @@ void cross_entropy_forward(float* nll, float* lse, const float* logits, const in
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                             const int32_t* targets, const float* dnll, int64_t rows, int64_t V);
 
-// The reference attention kernels (ops/cuda/attention.cu): one warp per slot, exactly the
-// visible pairs; the layout's doc array is device memory. Returns the visible pairs.
+// Attention (ops/cuda/attention.cu): the blocked kernels over the layout's tile plan where it
+// carries one (attention_tiled.h), else the reference kernels, one warp per slot over exactly
+// the visible pairs; the layout's arrays are device memory. Returns the pairs computed.
 int64_t attention_forward(float* out, float* lse, const float* qkv, const AttentionLayout& layout);
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, const AttentionLayout& layout);

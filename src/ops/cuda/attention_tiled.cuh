@@ -1,0 +1,404 @@
+#pragma once
+// Blocked family-masked attention over the tile plan (ops/attention_plan.h), fp32 on CUDA
+// cores: the forward, then the backward as two kernels (dq and Δ per query tile; dk and dv
+// per key tile), each summing in a fixed order with no atomics, so a repeated call gives the
+// same bits. A tile the plan marks skipped is never loaded, a full one is computed with no
+// mask arithmetic, a partial one tests each pair exactly as the reference kernels do.
+//
+// Written in the subset of CUDA that tests/ops/cuda_emulator.h also runs on the CPU, so the
+// indexing, masks and barriers are tested on every build; attention_tiled.cu compiles the
+// same text for the GPU.
+//
+// A block of 2·kTile threads owns one tile of kTile rows (query tokens of one stream, or key
+// tokens in the dk/dv kernel). Thread t holds rows 4·(t/8) … 4·(t/8) + 3, the columns
+// t%8 + 8·c (c < kTile/8) of each score tile, and the head-dimension elements t%8 + 8·e
+// (e < kMaxD/8) of its rows' outputs; a row's sums are combined over the 8 neighbouring
+// lanes that share it. Shared buffers are transposed ([element][row or column]): a row
+// buffer is read four rows at a time (float4), a column buffer one column per lane, and
+// their strides keep those reads free of bank conflicts.
+#include <cmath>
+#include <cstdint>
+
+namespace sps::ops::cuda::tiled {
+
+#ifdef __CUDACC__
+__device__ inline float* dynamic_shared_floats() {
+  extern __shared__ float4 shared_memory[];
+  return reinterpret_cast<float*>(shared_memory);
+}
+#endif
+
+// ops::TileKind's values (the kernels read the plan as bytes).
+constexpr uint8_t kSkipped = 0, kPartial = 1;
+
+// Loops over the per-thread arrays are unrolled so that the arrays stay in registers.
+#ifdef __CUDACC__
+#define SPS_UNROLL _Pragma("unroll")
+#else
+#define SPS_UNROLL
+#endif
+
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+// The layout's scalars and device arrays, by value.
+struct Params {
+  int64_t batch, tokens, streams, persistent_stream, window, persistent_window, heads, head_dim;
+  const int32_t* doc;     // [B, T] document ids, or null (one document)
+  const uint8_t* kinds;   // the plan: [B, tiles, S, S, tiles] of ops::TileKind
+  int64_t tiles;          // tiles per sequence and stream
+  float scale;            // 1/√D
+};
+
+template <int kTile, int kMaxD>
+struct Shape {
+  static_assert(kTile % 8 == 0 && kMaxD % 8 == 0, "lanes split tiles and heads in 8");
+  static constexpr int kThreads = 2 * kTile;
+  static constexpr int kCols = kTile / 8;  // score columns per thread
+  static constexpr int kDims = kMaxD / 8;  // head-dimension elements per thread
+  static constexpr int kRowStride = kTile + 4;  // keeps float4 reads aligned
+  static constexpr int kColStride = kTile + 1;  // spreads a warp's columns over the banks
+  static constexpr int kRowBuffer = kMaxD * kRowStride;
+  static constexpr int kColBuffer = kMaxD * kColStride;
+  static constexpr int kScoreBuffer = kTile * kRowStride;
+  static constexpr int forward_floats = kRowBuffer + 2 * kColBuffer + kScoreBuffer;
+  static constexpr int query_gradient_floats = 2 * kRowBuffer + 2 * kColBuffer + kScoreBuffer;
+  static constexpr int key_gradient_floats =
+      2 * kRowBuffer + 2 * kColBuffer + 2 * kScoreBuffer + 2 * kTile;
+};
+
+__device__ inline int64_t reach(const Params& p, int64_t key_stream) {
+  if (key_stream != p.persistent_stream) return p.window;
+  return p.persistent_window >= 0 ? p.persistent_window : p.tokens;
+}
+
+// Query (stream a, token i) sees key (stream kb, token j) of sequence b: the mask of ops.h.
+__device__ inline bool visible(const Params& p, int64_t b, int64_t a, int64_t i, int64_t kb,
+                               int64_t j) {
+  if (i >= p.tokens || j >= p.tokens) return false;
+  if (j > i || (j == i && kb > a)) return false;
+  if (i - j > reach(p, kb)) return false;
+  return p.doc == nullptr || p.doc[b * p.tokens + j] == p.doc[b * p.tokens + i];
+}
+
+__device__ inline uint8_t tile_kind(const Params& p, int64_t b, int64_t query_tile, int64_t a,
+                                    int64_t kb, int64_t key_tile) {
+  return p.kinds[(((b * p.tiles + query_tile) * p.streams + a) * p.streams + kb) * p.tiles +
+                 key_tile];
+}
+
+// A tile is computed without a mask only when the plan says full and it is not cut short
+// by the end of the sequence (the plan classifies real tokens only).
+template <int kTile>
+__device__ inline bool needs_mask(const Params& p, uint8_t kind, int64_t query_tile,
+                                  int64_t key_tile) {
+  return kind == kPartial || (query_tile + 1) * kTile > p.tokens ||
+         (key_tile + 1) * kTile > p.tokens;
+}
+
+// Σ over the 8 lanes that share a row (and the max): every one of them gets the result.
+__device__ inline float row_sum(float value) {
+  for (int offset = 1; offset < 8; offset *= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+__device__ inline float row_max(float value) {
+  for (int offset = 1; offset < 8; offset *= 2)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+// dst[d · stride + r] = scale · (element d of head h of row r), for the tile's kTile rows
+// starting at `first` (rows of qkv-like arrays with leading dimension ld); zero past the
+// sequence (valid rows) or the head (D).
+template <int kTile, int kMaxD>
+__device__ void load_transposed(float* dst, int stride, const float* first, int64_t ld,
+                                int64_t valid, int64_t D, float scale) {
+  for (int index = threadIdx.x; index < kTile * kMaxD; index += blockDim.x) {
+    const int r = index / kMaxD, d = index % kMaxD;
+    dst[d * stride + r] = r < valid && d < D ? first[r * ld + d] * scale : 0.0f;
+  }
+}
+
+// acc[k][c] += Σ_d rows[d][r0 + k] · cols[d][lane + 8c]: a 4 × kCols block of a tile of
+// products, from a row buffer and a column buffer.
+template <int kTile, int kMaxD>
+__device__ void tile_products(float (&acc)[4][kTile / 8], const float* rows, const float* cols,
+                              int r0, int lane) {
+  using S = Shape<kTile, kMaxD>;
+  for (int d = 0; d < kMaxD; ++d) {
+    const float4 r = *reinterpret_cast<const float4*>(rows + d * S::kRowStride + r0);
+    SPS_UNROLL
+    for (int c = 0; c < S::kCols; ++c) {
+      const float x = cols[d * S::kColStride + lane + 8 * c];
+      acc[0][c] += r.x * x;
+      acc[1][c] += r.y * x;
+      acc[2][c] += r.z * x;
+      acc[3][c] += r.w * x;
+    }
+  }
+}
+
+// out[k][e] += Σ_c scores[c][r0 + k] · cols[lane + 8e][c]: the thread's 4 rows of a score
+// tile (stored [column][row]) times a column buffer ([element][column]).
+template <int kTile, int kMaxD>
+__device__ void score_times_columns(float (&out)[4][kMaxD / 8], const float* scores,
+                                    const float* cols, int r0, int lane) {
+  using S = Shape<kTile, kMaxD>;
+  for (int c = 0; c < kTile; ++c) {
+    const float4 s = *reinterpret_cast<const float4*>(scores + c * S::kRowStride + r0);
+    SPS_UNROLL
+    for (int e = 0; e < S::kDims; ++e) {
+      const float x = cols[(lane + 8 * e) * S::kColStride + c];
+      out[0][e] += s.x * x;
+      out[1][e] += s.y * x;
+      out[2][e] += s.z * x;
+      out[3][e] += s.w * x;
+    }
+  }
+}
+
+// Writes the 4 × kCols block `v` into a score buffer ([column][row]).
+template <int kTile, int kMaxD>
+__device__ void store_scores(float* scores, const float (&v)[4][kTile / 8], int r0, int lane) {
+  using S = Shape<kTile, kMaxD>;
+  SPS_UNROLL
+  for (int c = 0; c < S::kCols; ++c)
+    *reinterpret_cast<float4*>(scores + (lane + 8 * c) * S::kRowStride + r0) =
+        float4{v[0][c], v[1][c], v[2][c], v[3][c]};
+}
+
+// Grid: x = query tile, y = query stream, z = sequence · H + head.
+template <int kTile, int kMaxD>
+__global__ void __launch_bounds__(2 * kTile, 1)
+    forward_kernel(float* out, float* lse, const float* qkv, Params p) {
+  using S = Shape<kTile, kMaxD>;
+  float* q_rows = dynamic_shared_floats();
+  float* k_cols = q_rows + S::kRowBuffer;
+  float* v_cols = k_cols + S::kColBuffer;
+  float* p_tile = v_cols + S::kColBuffer;
+  const int64_t qt = blockIdx.x, a = blockIdx.y, b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int64_t T = p.tokens, D = p.head_dim, HD = p.heads * D, ld = 3 * HD, St = p.streams * T;
+  const int lane = threadIdx.x % 8, r0 = 4 * (threadIdx.x / 8);
+  const int64_t i0 = qt * kTile;
+  const float* rows = qkv + b * St * ld + h * D;  // q of slot 0 of the sequence
+  load_transposed<kTile, kMaxD>(q_rows, S::kRowStride, rows + (a * T + i0) * ld, ld, T - i0, D,
+                                p.scale * kLog2e);
+  float running_max[4], denominator[4] = {}, acc[4][S::kDims] = {};
+  SPS_UNROLL
+  for (int k = 0; k < 4; ++k) running_max[k] = -INFINITY;
+  for (int64_t kb = 0; kb < p.streams; ++kb)
+    for (int64_t kt = 0; kt <= qt; ++kt) {
+      const uint8_t kind = tile_kind(p, b, qt, a, kb, kt);
+      if (kind == kSkipped) continue;
+      const int64_t j0 = kt * kTile;
+      __syncthreads();  // the previous tile's buffers are no longer read
+      load_transposed<kTile, kMaxD>(k_cols, S::kColStride, rows + (kb * T + j0) * ld + HD, ld,
+                                    T - j0, D, 1.0f);
+      load_transposed<kTile, kMaxD>(v_cols, S::kColStride, rows + (kb * T + j0) * ld + 2 * HD,
+                                    ld, T - j0, D, 1.0f);
+      __syncthreads();
+      float s[4][S::kCols] = {};
+      tile_products<kTile, kMaxD>(s, q_rows, k_cols, r0, lane);
+      if (needs_mask<kTile>(p, kind, qt, kt))
+        SPS_UNROLL
+        for (int k = 0; k < 4; ++k)
+          SPS_UNROLL
+          for (int c = 0; c < S::kCols; ++c)
+            if (!visible(p, b, a, i0 + r0 + k, kb, j0 + lane + 8 * c)) s[k][c] = -INFINITY;
+      SPS_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        float tile_max = -INFINITY;
+        SPS_UNROLL
+        for (int c = 0; c < S::kCols; ++c) tile_max = fmaxf(tile_max, s[k][c]);
+        const float new_max = fmaxf(running_max[k], row_max(tile_max));
+        const float base = new_max == -INFINITY ? 0.0f : new_max;  // no row seen yet: no NaN
+        const float correction = exp2f(running_max[k] - base);
+        float sum = 0;
+        SPS_UNROLL
+        for (int c = 0; c < S::kCols; ++c) {
+          s[k][c] = exp2f(s[k][c] - base);
+          sum += s[k][c];
+        }
+        denominator[k] = denominator[k] * correction + sum;
+        SPS_UNROLL
+        for (int e = 0; e < S::kDims; ++e) acc[k][e] *= correction;
+        running_max[k] = new_max;
+      }
+      store_scores<kTile, kMaxD>(p_tile, s, r0, lane);
+      __syncthreads();
+      score_times_columns<kTile, kMaxD>(acc, p_tile, v_cols, r0, lane);
+    }
+  SPS_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = i0 + r0 + k;
+    const float total = row_sum(denominator[k]);
+    if (i >= T) continue;
+    const int64_t slot = a * T + i;
+    float* dst = out + (b * St + slot) * HD + h * D;
+    SPS_UNROLL
+    for (int e = 0; e < S::kDims; ++e)
+      if (lane + 8 * e < D) dst[lane + 8 * e] = acc[k][e] / total;
+    if (lane == 0) lse[(b * p.heads + h) * St + slot] = (running_max[k] + log2f(total)) * kLn2;
+  }
+}
+
+// dq of a query tile, and delta = Σ dout · out of each of its rows for the key kernel.
+// Grid as the forward's.
+template <int kTile, int kMaxD>
+__global__ void __launch_bounds__(2 * kTile, 1)
+    query_gradient_kernel(float* dqkv, float* delta, const float* dout, const float* qkv,
+                          const float* out, const float* lse, Params p) {
+  using S = Shape<kTile, kMaxD>;
+  float* q_rows = dynamic_shared_floats();
+  float* g_rows = q_rows + S::kRowBuffer;
+  float* k_cols = g_rows + S::kRowBuffer;
+  float* v_cols = k_cols + S::kColBuffer;
+  float* ds_tile = v_cols + S::kColBuffer;
+  const int64_t qt = blockIdx.x, a = blockIdx.y, b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int64_t T = p.tokens, D = p.head_dim, HD = p.heads * D, ld = 3 * HD, St = p.streams * T;
+  const int lane = threadIdx.x % 8, r0 = 4 * (threadIdx.x / 8);
+  const int64_t i0 = qt * kTile;
+  const float* rows = qkv + b * St * ld + h * D;
+  load_transposed<kTile, kMaxD>(q_rows, S::kRowStride, rows + (a * T + i0) * ld, ld, T - i0, D,
+                                p.scale * kLog2e);
+  load_transposed<kTile, kMaxD>(g_rows, S::kRowStride, dout + (b * St + a * T + i0) * HD + h * D,
+                                HD, T - i0, D, 1.0f);
+  __syncthreads();
+  float row_delta[4], row_lse[4], dq[4][S::kDims] = {};
+  SPS_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = i0 + r0 + k;
+    float partial = 0;
+    if (i < T)
+      SPS_UNROLL
+      for (int e = 0; e < S::kDims; ++e)
+        if (lane + 8 * e < D)
+          partial += g_rows[(lane + 8 * e) * S::kRowStride + r0 + k] *
+                     out[(b * St + a * T + i) * HD + h * D + lane + 8 * e];
+    row_delta[k] = row_sum(partial);
+    row_lse[k] = i < T ? lse[(b * p.heads + h) * St + a * T + i] * kLog2e : 0.0f;
+  }
+  for (int64_t kb = 0; kb < p.streams; ++kb)
+    for (int64_t kt = 0; kt <= qt; ++kt) {
+      const uint8_t kind = tile_kind(p, b, qt, a, kb, kt);
+      if (kind == kSkipped) continue;
+      const int64_t j0 = kt * kTile;
+      __syncthreads();
+      load_transposed<kTile, kMaxD>(k_cols, S::kColStride, rows + (kb * T + j0) * ld + HD, ld,
+                                    T - j0, D, 1.0f);
+      load_transposed<kTile, kMaxD>(v_cols, S::kColStride, rows + (kb * T + j0) * ld + 2 * HD,
+                                    ld, T - j0, D, 1.0f);
+      __syncthreads();
+      float s[4][S::kCols] = {}, dp[4][S::kCols] = {};
+      tile_products<kTile, kMaxD>(s, q_rows, k_cols, r0, lane);
+      tile_products<kTile, kMaxD>(dp, g_rows, v_cols, r0, lane);
+      const bool masked = needs_mask<kTile>(p, kind, qt, kt);
+      SPS_UNROLL
+      for (int k = 0; k < 4; ++k)
+        SPS_UNROLL
+        for (int c = 0; c < S::kCols; ++c) {
+          const bool seen = !masked || visible(p, b, a, i0 + r0 + k, kb, j0 + lane + 8 * c);
+          const float prob = seen ? exp2f(s[k][c] - row_lse[k]) : 0.0f;
+          s[k][c] = prob * (dp[k][c] - row_delta[k]);
+        }
+      store_scores<kTile, kMaxD>(ds_tile, s, r0, lane);
+      __syncthreads();
+      score_times_columns<kTile, kMaxD>(dq, ds_tile, k_cols, r0, lane);
+    }
+  SPS_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = i0 + r0 + k;
+    if (i >= T) continue;
+    const int64_t slot = a * T + i;
+    float* dst = dqkv + (b * St + slot) * ld + h * D;
+    SPS_UNROLL
+    for (int e = 0; e < S::kDims; ++e)
+      if (lane + 8 * e < D) dst[lane + 8 * e] = dq[k][e] * p.scale;
+    if (lane == 0) delta[(b * p.heads + h) * St + slot] = row_delta[k];
+  }
+}
+
+// dk and dv of a key tile: the sum over the query tiles of both query streams that see it,
+// in stream and tile order. Grid: x = key tile, y = key stream, z = sequence · H + head.
+template <int kTile, int kMaxD>
+__global__ void __launch_bounds__(2 * kTile, 1)
+    key_gradient_kernel(float* dqkv, const float* delta, const float* dout, const float* qkv,
+                        const float* lse, Params p) {
+  using S = Shape<kTile, kMaxD>;
+  float* k_rows = dynamic_shared_floats();
+  float* v_rows = k_rows + S::kRowBuffer;
+  float* q_cols = v_rows + S::kRowBuffer;
+  float* g_cols = q_cols + S::kColBuffer;
+  float* p_tile = g_cols + S::kColBuffer;
+  float* ds_tile = p_tile + S::kScoreBuffer;
+  float* query_lse = ds_tile + S::kScoreBuffer;
+  float* query_delta = query_lse + kTile;
+  const int64_t kt = blockIdx.x, kb = blockIdx.y, b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int64_t T = p.tokens, D = p.head_dim, HD = p.heads * D, ld = 3 * HD, St = p.streams * T;
+  const int lane = threadIdx.x % 8, r0 = 4 * (threadIdx.x / 8);
+  const int64_t j0 = kt * kTile;
+  const float* rows = qkv + b * St * ld + h * D;
+  load_transposed<kTile, kMaxD>(k_rows, S::kRowStride, rows + (kb * T + j0) * ld + HD, ld, T - j0,
+                                D, 1.0f);
+  load_transposed<kTile, kMaxD>(v_rows, S::kRowStride, rows + (kb * T + j0) * ld + 2 * HD, ld,
+                                T - j0, D, 1.0f);
+  float dk[4][S::kDims] = {}, dv[4][S::kDims] = {};
+  for (int64_t a = 0; a < p.streams; ++a)
+    for (int64_t qt = kt; qt < p.tiles; ++qt) {
+      const uint8_t kind = tile_kind(p, b, qt, a, kb, kt);
+      if (kind == kSkipped) continue;
+      const int64_t i0 = qt * kTile;
+      __syncthreads();
+      load_transposed<kTile, kMaxD>(q_cols, S::kColStride, rows + (a * T + i0) * ld, ld, T - i0,
+                                    D, p.scale * kLog2e);
+      load_transposed<kTile, kMaxD>(g_cols, S::kColStride,
+                                    dout + (b * St + a * T + i0) * HD + h * D, HD, T - i0, D,
+                                    1.0f);
+      for (int c = threadIdx.x; c < kTile; c += blockDim.x) {
+        const int64_t stat = (b * p.heads + h) * St + a * T + i0 + c;
+        query_lse[c] = i0 + c < T ? lse[stat] * kLog2e : 0.0f;
+        query_delta[c] = i0 + c < T ? delta[stat] : 0.0f;
+      }
+      __syncthreads();
+      float s[4][S::kCols] = {}, dp[4][S::kCols] = {};
+      tile_products<kTile, kMaxD>(s, k_rows, q_cols, r0, lane);
+      tile_products<kTile, kMaxD>(dp, v_rows, g_cols, r0, lane);
+      const bool masked = needs_mask<kTile>(p, kind, qt, kt);
+      SPS_UNROLL
+      for (int k = 0; k < 4; ++k)
+        SPS_UNROLL
+        for (int c = 0; c < S::kCols; ++c) {
+          const int query = lane + 8 * c;
+          const bool seen = !masked || visible(p, b, a, i0 + query, kb, j0 + r0 + k);
+          s[k][c] = seen ? exp2f(s[k][c] - query_lse[query]) : 0.0f;
+          dp[k][c] = s[k][c] * (dp[k][c] - query_delta[query]);
+        }
+      store_scores<kTile, kMaxD>(p_tile, s, r0, lane);
+      store_scores<kTile, kMaxD>(ds_tile, dp, r0, lane);
+      __syncthreads();
+      score_times_columns<kTile, kMaxD>(dv, p_tile, g_cols, r0, lane);
+      score_times_columns<kTile, kMaxD>(dk, ds_tile, q_cols, r0, lane);
+    }
+  SPS_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const int64_t j = j0 + r0 + k;
+    if (j >= T) continue;
+    float* dst = dqkv + (b * St + kb * T + j) * ld + h * D;
+    SPS_UNROLL
+    for (int e = 0; e < S::kDims; ++e)
+      if (lane + 8 * e < D) {
+        dst[HD + lane + 8 * e] = dk[k][e] * kLn2;  // q was scaled by scale·log2(e)
+        dst[2 * HD + lane + 8 * e] = dv[k][e];
+      }
+  }
+}
+
+// Launch shapes, shared by the GPU launchers and the emulated tests.
+struct Grid {
+  unsigned x, y, z;
+};
+inline Grid tile_grid(const Params& p) {
+  return {unsigned(p.tiles), unsigned(p.streams), unsigned(p.batch * p.heads)};
+}
+
+}  // namespace sps::ops::cuda::tiled
