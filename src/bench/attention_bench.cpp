@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench.h"
+#include "ops/attention_plan.h"
+#include "ops/backend.h"
 #include "ops/cpu/attention_tiles.h"
 #include "ops/ops.h"
 #include "util/process_stats.h"
@@ -20,21 +24,52 @@ struct AttentionTiming {
   double forward_seconds = 0, backward_seconds = 0;
 };
 
-AttentionTiming time_attention(const ops::AttentionLayout& layout, int repeats) {
+// `layout` holds host arrays; they and the tile plan (when `with_plan`) go to the backend.
+AttentionTiming time_attention(const ops::Backend<float>& backend, ops::AttentionLayout layout,
+                               bool with_plan, int repeats) {
   const int64_t slots = layout.batch * layout.streams * layout.tokens;
   const int64_t hd = layout.heads * layout.head_dim;
-  std::vector<float> qkv(slots * 3 * hd), out(slots * hd), dout(slots * hd), dqkv(slots * 3 * hd),
-      lse(slots * layout.heads);
+  std::vector<float> host_qkv(slots * 3 * hd), host_dout(slots * hd);
   Rng rng(11);
-  for (auto& x : qkv) x = float(2 * rng.uniform() - 1);
-  for (auto& x : dout) x = float(2 * rng.uniform() - 1);
+  for (auto& x : host_qkv) x = float(2 * rng.uniform() - 1);
+  for (auto& x : host_dout) x = float(2 * rng.uniform() - 1);
+  ops::DeviceBuffer<float> qkv(backend), out(backend), dout(backend), dqkv(backend), lse(backend);
+  qkv.upload(host_qkv.data(), host_qkv.size());
+  dout.upload(host_dout.data(), host_dout.size());
+  out.reset(slots * hd);
+  dqkv.reset(slots * 3 * hd);
+  lse.reset(slots * layout.heads);
+  const int64_t tokens = layout.batch * layout.tokens;
+  ops::DeviceBuffer<int32_t> doc(backend), doc_start(backend);
+  ops::DeviceBuffer<ops::TileKind> kinds(backend);
+  ops::AttentionTilePlan plan;
+  if (with_plan) {
+    const int64_t tile = backend.attention_tile();
+    ops::plan_attention_tiles(plan, layout, tile, tile);
+    kinds.upload(plan.kinds.data(), plan.kinds.size());
+    layout.tile_kinds = kinds.data();
+    layout.tile = tile;
+    layout.tile_pairs = plan.computed_pairs;
+  }
+  doc.upload(layout.doc, tokens);
+  doc_start.upload(layout.doc_start, tokens);
+  layout.doc = doc.data();
+  layout.doc_start = doc_start.data();
+  // A download returns once every earlier op has finished: the clock stops after the op.
+  const auto finish = [&] {
+    float probe;
+    backend.download(&probe, dqkv.data(), sizeof(probe));
+  };
   AttentionTiming timing;
   std::vector<double> forward, backward;
   for (int r = 0; r <= repeats; ++r) {  // run 0 warms up caches and scratch
     const double t0 = now_seconds();
-    timing.pairs = ops::attention_forward(out.data(), lse.data(), qkv.data(), layout);
+    timing.pairs = backend.attention_forward(out.data(), lse.data(), qkv.data(), layout);
+    finish();
     const double t1 = now_seconds();
-    ops::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), layout);
+    backend.attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
+                               layout);
+    finish();
     const double t2 = now_seconds();
     if (r > 0) forward.push_back(t1 - t0), backward.push_back(t2 - t1);
   }
@@ -45,36 +80,50 @@ AttentionTiming time_attention(const ops::AttentionLayout& layout, int repeats) 
 
 }  // namespace
 
-void run_attention_bench(int64_t tokens, int64_t window, int64_t heads, int64_t head_dim,
-                         int repeats) {
+void run_attention_bench(const ops::Device& device, int64_t tokens, int64_t window,
+                         int64_t heads, int64_t head_dim, int repeats) {
+  const ops::Backend<float>& backend = ops::backend_for(device);
+  const bool on_cpu = device.kind == ops::Device::Kind::cpu;
+  const int64_t tile = backend.attention_tile();
   std::vector<int32_t> doc(tokens, 0), doc_start(tokens, 0);
-  fmt::print("attention  T={} w={} H={} D={}  threads {}  median of {}  (tile {}, chunk {})\n",
-             tokens, window, heads, head_dim, omp_get_max_threads(), repeats,
-             ops::kAttentionQueryTile, ops::kAttentionKeyChunk);
+  fmt::print("attention  T={} w={} H={} D={}  {}  median of {}  ", tokens, window, heads,
+             head_dim, on_cpu ? fmt::format("threads {}", omp_get_max_threads()) : device.name(),
+             repeats);
+  if (on_cpu)
+    fmt::print("(tile {}, chunk {})\n", ops::kAttentionQueryTile, ops::kAttentionKeyChunk);
+  else
+    fmt::print("(tile plan of {} × {} tokens)\n", tile, tile);
   fmt::print("flops: forward 4·pairs·D, backward 10·pairs·D (with the Q·Kᵀ recompute)\n");
-  fmt::print("{:<9} {:>14} {:>9} {:>10} {:>10} {:>10} {:>10}\n", "family", "pairs", "/dense",
+  fmt::print("{:<14} {:>14} {:>9} {:>10} {:>10} {:>10} {:>10}\n", "family", "pairs", "/dense",
              "fwd ms", "fwd GF/s", "bwd ms", "bwd GF/s");
-  for (const int64_t streams : {1, 2}) {
-    ops::AttentionLayout layout;
-    layout.batch = 1;
-    layout.tokens = tokens;
-    layout.streams = streams;
-    layout.persistent_stream = 0;
-    layout.window = window;
-    layout.heads = heads;
-    layout.head_dim = head_dim;
-    layout.doc = doc.data();
-    layout.doc_start = doc_start.data();
-    const AttentionTiming t = time_attention(layout, repeats);
-    const double slots = double(streams * tokens);
-    const double dense = slots * (slots + 1) / 2 * double(heads);
-    const double flops = double(t.pairs) * double(head_dim);
-    fmt::print("{:<9} {:>14} {:>9.3f} {:>10.2f} {:>10.1f} {:>10.2f} {:>10.1f}\n",
-               streams == 1 ? "standard" : "sps", t.pairs, double(t.pairs) / dense,
-               t.forward_seconds * 1e3, 4 * flops / t.forward_seconds / 1e9,
-               t.backward_seconds * 1e3, 10 * flops / t.backward_seconds / 1e9);
-  }
-  fmt::print("sgemm 1024^3 reference: {:.1f} GFLOP/s\n", measure_sgemm_gflops(1024, repeats));
+  // (streams, with the tile plan): standard and sps, and sps on the reference kernels too
+  // where the backend's kernels read a plan.
+  std::vector<std::pair<int64_t, bool>> rows = {{1, tile > 0}, {2, tile > 0}};
+  if (tile > 0) rows.push_back({2, false});
+  for (const auto& [streams, with_plan] : rows) {
+      ops::AttentionLayout layout;
+      layout.batch = 1;
+      layout.tokens = tokens;
+      layout.streams = streams;
+      layout.persistent_stream = 0;
+      layout.window = window;
+      layout.heads = heads;
+      layout.head_dim = head_dim;
+      layout.doc = doc.data();
+      layout.doc_start = doc_start.data();
+      const AttentionTiming t = time_attention(backend, layout, with_plan, repeats);
+      const double slots = double(streams * tokens);
+      const double dense = slots * (slots + 1) / 2 * double(heads);
+      const double flops = double(t.pairs) * double(head_dim);
+      const std::string name = std::string(streams == 1 ? "standard" : "sps") +
+                               (tile > 0 && !with_plan ? " reference" : "");
+      fmt::print("{:<14} {:>14} {:>9.3f} {:>10.2f} {:>10.1f} {:>10.2f} {:>10.1f}\n", name,
+                 t.pairs, double(t.pairs) / dense, t.forward_seconds * 1e3,
+                 4 * flops / t.forward_seconds / 1e9, t.backward_seconds * 1e3,
+                 10 * flops / t.backward_seconds / 1e9);
+    }
+  if (on_cpu)
+    fmt::print("sgemm 1024^3 reference: {:.1f} GFLOP/s\n", measure_sgemm_gflops(1024, repeats));
 }
 
 }  // namespace sps

@@ -133,10 +133,11 @@ void register_attention_bench(CLI::App* bench) {
   attention->add_option("--heads", attn_heads, "heads H")->check(CLI::Range(1, 1024));
   attention->add_option("--head-dim", attn_head_dim, "head size D (even)")->check(CLI::Range(2, 1024));
   attention->add_option("--repeats", attn_repeats, "timed runs")->check(CLI::Range(1, 1000));
-  add_device_option(attention, "sps bench attention");
-  attention->callback([] {
+  const std::string& device = add_device_option(attention, "sps bench attention");
+  attention->callback([&device] {
     if (attn_head_dim % 2) fail("--head-dim must be even, got {}", attn_head_dim);
-    run_attention_bench(attn_tokens, attn_window, attn_heads, attn_head_dim, attn_repeats);
+    run_attention_bench(ops::parse_device(device, "--device"), attn_tokens, attn_window,
+                        attn_heads, attn_head_dim, attn_repeats);
   });
 }
 
