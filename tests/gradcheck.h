@@ -40,11 +40,14 @@ inline std::vector<double> numeric_gradient(const std::function<double()>& f, do
   return g;
 }
 
-// max_i |a_i − b_i| / max(floor, max_i |b_i|): error relative to the reference's scale.
+// max_i |a_i − b_i| / max(floor, max_i |b_i|): error relative to the reference's scale;
+// infinite where either side holds a NaN (std::max would skip it).
 template <typename A, typename B>
 double max_relative_error(const A* a, const B* b, int64_t n, double floor = 1e-12) {
   double diff = 0, scale = floor;
   for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(double(a[i])) || std::isnan(double(b[i])))
+      return std::numeric_limits<double>::infinity();
     diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
     scale = std::max(scale, std::abs(double(b[i])));
   }

@@ -14,6 +14,7 @@
 #include "ops/attention_reference.h"
 #include "ops/cuda/attention_tiled.h"
 #include "ops/cuda/kernels.h"
+#include "ops/decode_cache_fixture.h"
 #include "ops/ops.h"
 
 namespace sps {
@@ -125,6 +126,36 @@ TEST(CudaAttention, BlockedKernelsMatchTheCpuBackendForEveryMask) {
   cases.push_back({2, 0, 64, -1, 1024, 64, true});  // the paper's window, many skipped tiles
   cases.push_back({2, 0, 5, -1, 90, 72, true});
   check_against_the_cpu(cases, true);
+}
+
+// A decode step (one token per sequence) on the split kernels against the CPU backend, for
+// every family's cache; the pair count, and the same bits when repeated.
+TEST(CudaAttention, DecodeMatchesTheCpuBackendForEveryCache) {
+  SPS_REQUIRE_GPU();
+  for (const testing::DecodeCacheCase& c : testing::decode_cache_cases()) {
+    SCOPED_TRACE(testing::name(c));
+    const testing::DecodeCache cache = testing::make_decode_cache(c);
+    DeviceFloats pk(cache.pk), pv(cache.pv), rk(cache.rk), rv(cache.rv), qkv(cache.qkv),
+        out(int64_t(cache.expected.size()));
+    DeviceArray<int64_t> ends(cache.persistent_end);
+    ops::DecodeAttentionLayout layout = cache.layout;
+    layout.persistent_end = ends.data;
+    std::vector<int64_t> ring(cache.ring_len);
+    ring.insert(ring.end(), cache.ring_next.begin(), cache.ring_next.end());
+    ring.push_back(0);  // never empty
+    DeviceArray<int64_t> ring_lengths(ring);
+    if (layout.ring_len) {
+      layout.ring_len = ring_lengths.data;
+      layout.ring_next = ring_lengths.data + cache.ring_len.size();
+    }
+    const int64_t pairs = ops::cuda::attention_decode(out.data, qkv.data, pk.data, pv.data,
+                                                      rk.data, rv.data, layout);
+    EXPECT_LT(max_relative_error(out.read(), cache.expected), 2e-5);
+    EXPECT_EQ(pairs, cache.pairs);
+    const std::vector<float> first = out.read();
+    ops::cuda::attention_decode(out.data, qkv.data, pk.data, pv.data, rk.data, rv.data, layout);
+    EXPECT_EQ(out.read(), first) << "a repeated decode differs";
+  }
 }
 
 }  // namespace

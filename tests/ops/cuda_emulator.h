@@ -163,6 +163,13 @@ inline float __shfl_xor_sync(unsigned /*mask*/, float value, int lane_mask) {
   return other;
 }
 
+// Integer atomics (one fiber runs at a time).
+inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
+  const unsigned long long old = *address;
+  *address = old + value;
+  return old;
+}
+
 inline float* dynamic_shared_floats() {
   return reinterpret_cast<float*>(sps::cuda_emulator::running->shared.data());
 }

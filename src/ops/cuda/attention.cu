@@ -1,6 +1,7 @@
 // Family-masked attention and decode attention on the GPU, fp32: the reference kernels, which
-// the blocked kernels (attention_tiled.cuh, taken where the layout carries a tile plan) are
-// checked against. One warp per query slot (forward, and the gradient of q) or per key slot
+// the blocked kernels (attention_tiled.cuh, taken where the layout carries a tile plan) and
+// the split decode kernels (decode_attention.cuh, a step of one token) are checked against,
+// and the launches of the split decode. One warp per query slot (forward, and the gradient of q) or per key slot
 // (the gradients of k and v) walks exactly the slots the mask of ops.h lets it see, in a
 // fixed order, with no atomics on floats: a repeated call gives the same bits. Each lane holds head-dimension elements lane, lane + 32, …; dot
 // products are summed by a butterfly of shuffles, which leaves the same sum in every lane.
@@ -10,6 +11,7 @@
 
 #include "ops/cuda/attention_tiled.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/decode_attention.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/memory.h"
 
@@ -312,11 +314,60 @@ int64_t attention_forward(float* out, float* lse, const float* qkv,
   return read_pair_counter(pairs);
 }
 
+namespace {
+
+constexpr int kDecodeMaxD = 64;
+
+int multiprocessors() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    check(cudaGetDevice(&device), "current device");
+    check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "multiprocessors");
+    return n;
+  }();
+  return count;
+}
+
+// A step of one token per sequence on the split kernels of decode_attention.cuh.
+int64_t split_decode(float* out, const float* qkv, const float* persistent_k,
+                     const float* persistent_v, const float* ring_k, const float* ring_v,
+                     const DecodeAttentionLayout& l) {
+  const int64_t persistent_rows = l.persistent_window >= 0 && l.persistent_window < l.persistent_capacity
+                                      ? l.persistent_window : l.persistent_capacity;
+  const int64_t ring_rows = l.window < l.ring_capacity ? l.window : l.ring_capacity;
+  const int64_t splits = decode::decode_splits(l.batch, l.heads, persistent_rows + ring_rows,
+                                               multiprocessors());
+  const decode::Params p{l.batch, l.queries, l.heads, l.head_dim, l.window, l.persistent_window,
+                         l.persistent_capacity, l.ring_capacity, l.persistent_end, l.ring_len,
+                         l.ring_next, splits, 1.0f / sqrtf(float(l.head_dim))};
+  constexpr size_t kCounterBytes = 256;  // keeps the partials aligned
+  const size_t partial_bytes = sizeof(float) * size_t(l.batch * l.heads * splits * l.queries *
+                                                      decode::kPartialFloats<kDecodeMaxD>);
+  char* block = static_cast<char*>(scratch(kCounterBytes + partial_bytes));
+  auto* pairs = reinterpret_cast<unsigned long long*>(block);
+  auto* partials = reinterpret_cast<float*>(block + kCounterBytes);
+  check(cudaMemset(pairs, 0, sizeof(*pairs)), "decode pair count");
+  const size_t shared = sizeof(float) * decode::kGroups * decode::kMaxQueries * (2 + kDecodeMaxD);
+  decode::split_kernel<kDecodeMaxD><<<dim3(unsigned(splits), unsigned(l.batch * l.heads)),
+                                      decode::kThreads, shared>>>(
+      partials, qkv, persistent_k, persistent_v, ring_k, ring_v, p);
+  check(cudaGetLastError(), "decode attention split launch");
+  decode::merge_kernel<kDecodeMaxD><<<unsigned(l.batch * l.heads), 32 * decode::kMaxQueries>>>(
+      out, pairs, partials, qkv, p);
+  check(cudaGetLastError(), "decode attention merge launch");
+  return read_pair_counter(pairs);
+}
+
+}  // namespace
+
 int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
                          const float* persistent_v, const float* ring_k, const float* ring_v,
                          const DecodeAttentionLayout& layout) {
   const int64_t warps = layout.batch * layout.heads * layout.tokens * layout.queries;
   if (warps == 0) return 0;
+  if (layout.tokens == 1 && layout.queries <= decode::kMaxQueries &&
+      layout.head_dim <= kDecodeMaxD)
+    return split_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
   if (layout.head_dim > kWarp * kMaxPerLane) fail_head_dim(layout.head_dim, kWarp * kMaxPerLane);
   unsigned long long* pairs = zeroed_pair_counter();
   decode_kernel<<<unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),

@@ -19,24 +19,12 @@
 #include <cmath>
 #include <cstdint>
 
-namespace sps::ops::cuda::tiled {
+#include "ops/cuda/portable.cuh"
 
-#ifdef __CUDACC__
-__device__ inline float* dynamic_shared_floats() {
-  extern __shared__ float4 shared_memory[];
-  return reinterpret_cast<float*>(shared_memory);
-}
-#endif
+namespace sps::ops::cuda::tiled {
 
 // ops::TileKind's values (the kernels read the plan as bytes).
 constexpr uint8_t kSkipped = 0, kPartial = 1;
-
-// Loops over the per-thread arrays are unrolled so that the arrays stay in registers.
-#ifdef __CUDACC__
-#define SPS_UNROLL _Pragma("unroll")
-#else
-#define SPS_UNROLL
-#endif
 
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 

@@ -40,7 +40,10 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
 int64_t attention_forward(float* out, float* lse, const float* qkv, const AttentionLayout& layout);
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, const AttentionLayout& layout);
-// The layout's per-sequence counts are device memory. Returns the pairs computed.
+// Decode attention: a step of one token per sequence with heads of up to 64 on the split
+// kernels (decode_attention.cuh: each cached key read once for both query rows), else the
+// reference kernel. The layout's per-sequence counts are device memory. Returns the pairs
+// computed.
 int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
                          const float* persistent_v, const float* ring_k, const float* ring_v,
                          const DecodeAttentionLayout& layout);

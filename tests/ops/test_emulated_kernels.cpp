@@ -1,13 +1,20 @@
-// The blocked attention kernels of ops/cuda/attention_tiled.cuh, run on the CPU by the CUDA
-// emulator, against the dense double reference: every family's mask (streams, persistent
-// stream, window, ω), documents with left padding, a document id that recurs after a gap,
-// sequences that end inside a tile, head sizes below the kernel's; the small-tile build
-// crosses many tiles, the GPU's build (64 × 64, D ≤ 64) is run as compiled for it.
+// The CUDA kernels written for the emulator, run on the CPU by it:
+// - the blocked attention (ops/cuda/attention_tiled.cuh) against the dense double reference:
+//   every family's mask (streams, persistent stream, window, ω), documents with left padding,
+//   a document id that recurs after a gap, sequences that end inside a tile, head sizes below
+//   the kernel's; the small-tile build crosses many tiles, the GPU's build (64 × 64, D ≤ 64)
+//   is run as compiled for it;
+// - the split decode attention (ops/cuda/decode_attention.cuh) against the CPU backend's
+//   decode attention: every family's cache (persistent rows within ω, a ring in any
+//   rotation), one to more splits than rows, unused cache rows NaN.
 #include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
 #include "ops/cuda/attention_tiled.cuh"
+#include "ops/cuda/decode_attention.cuh"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +22,7 @@
 #include "gradcheck.h"
 #include "ops/attention_plan.h"
 #include "ops/attention_reference.h"
+#include "ops/decode_cache_fixture.h"
 
 namespace sps {
 namespace {
@@ -120,6 +128,50 @@ TEST(AttentionTiledKernels, TheGpuBuildMatchesTheReference) {
   check_against_reference<64, 64>({{2, 0, 64, -1, 130, 64, 1},
                                    {2, 1, 7, 50, 70, 40, 2},
                                    {1, 0, 0, -1, 129, 64, 1}});
+}
+
+namespace decode = ops::cuda::decode;
+
+TEST(DecodeSplits, FillTheGpuWithoutSplitsShorterThan256Rows) {
+  EXPECT_EQ(decode::decode_splits(16, 12, 4096 + 64, 132), 3);  // 528 blocks over 192 pairs
+  EXPECT_EQ(decode::decode_splits(1, 12, 1024 + 64, 132), 5);   // 44 wanted, 1088 rows allow 5
+  EXPECT_EQ(decode::decode_splits(1, 1, 10, 132), 1);
+  EXPECT_EQ(decode::decode_splits(1, 1, 0, 132), 1);
+  EXPECT_EQ(decode::decode_splits(64, 25, 1 << 20, 132), 1);    // more pairs than blocks
+}
+
+void check_split_decode(const testing::DecodeCacheCase& c, int64_t splits) {
+  SCOPED_TRACE(testing::name(c) + ", splits " + std::to_string(splits));
+  constexpr int kMaxD = 64;
+  const testing::DecodeCache cache = testing::make_decode_cache(c);
+  const ops::DecodeAttentionLayout& l = cache.layout;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const decode::Params p{l.batch, l.queries, l.heads, l.head_dim, l.window, l.persistent_window,
+                         l.persistent_capacity, l.ring_capacity, l.persistent_end, l.ring_len,
+                         l.ring_next, splits, float(1.0 / std::sqrt(double(l.head_dim)))};
+  const int64_t pairs_of_heads = l.batch * l.heads;
+  std::vector<float> partials(pairs_of_heads * splits * l.queries * decode::kPartialFloats<kMaxD>,
+                              nan);
+  std::vector<float> out(cache.expected.size(), nan);
+  unsigned long long pairs = 0;
+  const size_t shared = sizeof(float) * decode::kGroups * decode::kMaxQueries * (2 + kMaxD);
+  cuda_emulator::launch(dim3{unsigned(splits), unsigned(pairs_of_heads), 1},
+                        dim3{unsigned(decode::kThreads), 1, 1}, shared,
+                        decode::split_kernel<kMaxD>, partials.data(), cache.qkv.data(),
+                        cache.pk.data(), cache.pv.data(), cache.rk.data(), cache.rv.data(), p);
+  cuda_emulator::launch(dim3{unsigned(pairs_of_heads), 1, 1}, dim3{32 * decode::kMaxQueries, 1, 1},
+                        0, decode::merge_kernel<kMaxD>, out.data(), &pairs,
+                        static_cast<const float*>(partials.data()), cache.qkv.data(), p);
+  EXPECT_LT(max_relative_error(out, cache.expected), 2e-5);
+  EXPECT_EQ(int64_t(pairs), cache.pairs);
+}
+
+TEST(DecodeAttentionSplitKernels, MatchTheCpuBackendForEveryCache) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "fibers switch stacks behind AddressSanitizer's back";
+#endif
+  for (const testing::DecodeCacheCase& c : testing::decode_cache_cases())
+    for (const int64_t splits : {int64_t(1), int64_t(3), int64_t(50)}) check_split_decode(c, splits);
 }
 
 }  // namespace
