@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/ops.h"  // Precision
+
 namespace sps::ops {
 
 struct Device {
@@ -18,10 +20,6 @@ struct Device {
 
 // "cpu", "cuda" (GPU 0) or "cuda:N"; anything else is a UserError naming `what`.
 Device parse_device(const std::string& text, const std::string& what);
-
-// The operands of a backend's GEMMs: fp32, or rounded to bf16 for tensor cores (sums,
-// outputs, weights, optimizer state and every other op stay fp32). bf16 runs on CUDA only.
-enum class Precision { fp32, bf16 };
 
 // "fp32" or "bf16"; anything else is a UserError naming `what`.
 Precision parse_precision(const std::string& text, const std::string& what);

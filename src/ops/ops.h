@@ -10,6 +10,11 @@
 
 namespace sps::ops {
 
+// The operands of a backend's GEMMs and attention products: fp32, or rounded to bf16 for
+// tensor cores (sums, softmax, outputs, weights, optimizer state and every other op stay
+// fp32). bf16 runs on CUDA only; the ops below are fp32 or double.
+enum class Precision { fp32, bf16 };
+
 // ---- linear (BLAS GEMM) -------------------------------------------------------------
 // out[rows, out_dim] (+)= in[rows, in_dim] · weightᵀ, weight [out_dim, in_dim].
 // ld_in / ld_out are the row strides of in / out (0 means dense: in_dim / out_dim).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "ops/cuda/memory.h"
@@ -39,5 +40,16 @@ struct DeviceArray {
 };
 using DeviceFloats = DeviceArray<float>;
 using DeviceInts = DeviceArray<int32_t>;
+
+// x rounded to the nearest bf16, ties to even, kept as a float: the rounding written
+// independently of the device's (finite inputs only).
+inline float round_to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
 
 }  // namespace sps::testing

@@ -42,10 +42,15 @@ std::string name(const Case& c) {
 // Forward and backward of every case on the GPU against the CPU backend; with `tiled`, the
 // layout carries the tile plan the blocked kernels read (heads above 64 still take the
 // reference kernels). The pair count is exact: the visible pairs (reference) or the plan's.
-void check_against_the_cpu(const std::vector<Case>& cases, bool tiled) {
+// With Precision::bf16 the CPU computes on the inputs rounded to bf16 here; the GPU also
+// rounds P to bf16 before P·V and sums in another order, hence the wider tolerances.
+void check_against_the_cpu(const std::vector<Case>& cases, bool tiled,
+                           ops::Precision precision = ops::Precision::fp32) {
+  const bool bf16 = precision == ops::Precision::bf16;
+  const double out_tolerance = bf16 ? 3e-3 : 1e-4, dqkv_tolerance = bf16 ? 1e-2 : 1e-4;
   std::mt19937_64 rng(3);
   for (const Case& c : cases) {
-    SCOPED_TRACE(name(c) + (tiled ? ", tiled" : ", reference"));
+    SCOPED_TRACE(name(c) + (tiled ? ", tiled" : ", reference") + (bf16 ? ", bf16" : ""));
     const int64_t B = 2, H = 2, D = c.head_dim, S = c.streams * c.tokens, HD = H * D;
     ops::AttentionLayout layout = testing::mask_layout(B, c.tokens, c.streams, c.persistent,
                                                        c.window, c.omega);
@@ -74,14 +79,20 @@ void check_against_the_cpu(const std::vector<Case>& cases, bool tiled) {
       device.tile = ops::cuda::kAttentionTile;
       device.tile_pairs = plan.computed_pairs;
     }
-    ops::attention_forward(out.data(), lse.data(), qkv.data(), host);
-    ops::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), host);
-    const int64_t pairs = ops::cuda::attention_forward(d_out.data, d_lse.data, d_qkv.data, device);
+    std::vector<float> cpu_qkv = qkv, cpu_dout = dout;
+    if (bf16)
+      for (std::vector<float>* v : {&cpu_qkv, &cpu_dout})
+        for (float& x : *v) x = testing::round_to_bf16(x);
+    ops::attention_forward(out.data(), lse.data(), cpu_qkv.data(), host);
+    ops::attention_backward(dqkv.data(), cpu_dout.data(), cpu_qkv.data(), out.data(), lse.data(),
+                            host);
+    const int64_t pairs =
+        ops::cuda::attention_forward(d_out.data, d_lse.data, d_qkv.data, device, precision);
     ops::cuda::attention_backward(d_dqkv.data, d_dout.data, d_qkv.data, d_out.data, d_lse.data,
-                                  device);
-    EXPECT_LT(max_relative_error(d_out.read(), out), 1e-4);
+                                  device, precision);
+    EXPECT_LT(max_relative_error(d_out.read(), out), out_tolerance);
     EXPECT_LT(max_relative_error(d_lse.read(), lse), 1e-5);
-    EXPECT_LT(max_relative_error(d_dqkv.read(), dqkv), 1e-4);
+    EXPECT_LT(max_relative_error(d_dqkv.read(), dqkv), dqkv_tolerance);
 
     int64_t visible = 0;  // per head, summed over sequences
     for (int64_t b = 0; b < B; ++b)
@@ -90,9 +101,9 @@ void check_against_the_cpu(const std::vector<Case>& cases, bool tiled) {
     EXPECT_EQ(pairs, (blocked ? plan.computed_pairs : visible) * H);
 
     const std::vector<float> first_out = d_out.read(), first = d_dqkv.read();
-    ops::cuda::attention_forward(d_out.data, d_lse.data, d_qkv.data, device);
+    ops::cuda::attention_forward(d_out.data, d_lse.data, d_qkv.data, device, precision);
     ops::cuda::attention_backward(d_dqkv.data, d_dout.data, d_qkv.data, d_out.data, d_lse.data,
-                                  device);
+                                  device, precision);
     EXPECT_EQ(d_out.read(), first_out) << "a repeated forward differs";
     EXPECT_EQ(d_dqkv.read(), first) << "a repeated backward differs";
   }
@@ -126,6 +137,15 @@ TEST(CudaAttention, BlockedKernelsMatchTheCpuBackendForEveryMask) {
   cases.push_back({2, 0, 64, -1, 1024, 64, true});  // the paper's window, many skipped tiles
   cases.push_back({2, 0, 5, -1, 90, 72, true});
   check_against_the_cpu(cases, true);
+}
+
+// The same on bf16 operands (the forward on tensor cores) for heads the blocked kernels take.
+TEST(CudaAttention, BlockedBf16KernelsMatchTheCpuBackendOnRoundedInputs) {
+  SPS_REQUIRE_GPU();
+  std::vector<Case> cases = every_mask(150, 64);
+  for (const int64_t T : {1, 200}) cases.push_back({2, 0, 64, -1, T, 40, true});
+  cases.push_back({2, 0, 64, -1, 1024, 64, true});
+  check_against_the_cpu(cases, true, ops::Precision::bf16);
 }
 
 // A decode step (one token per sequence) on the split kernels against the CPU backend, for

@@ -19,21 +19,11 @@ using testing::cast_vector;
 using testing::DeviceFloats;
 using testing::max_relative_error;
 using testing::random_vector;
+using testing::round_to_bf16;
 
 struct Shape {
   int64_t rows, in_dim, out_dim, ld_in, ld_out;
 };
-
-// x rounded to the nearest bf16, ties to even, kept as a float: the rounding written
-// independently of the device's __float2bfloat16_rn (finite inputs only).
-float round_to_bf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  bits += 0x7fff + ((bits >> 16) & 1);
-  bits &= 0xffff0000u;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
 
 // Forward and backward on the GPU with `operands`, against the CPU backend on the same
 // operands (rounded to bf16 here for bf16): only the summation order may differ, since

@@ -8,11 +8,18 @@
 //
 // The subset: 1-D blocks, threadIdx/blockIdx/blockDim/gridDim, __syncthreads,
 // __shfl_xor_sync over whole warps, one dynamic shared-memory array
-// (dynamic_shared_floats()), float4, and <cmath>. Slow (a fiber switch per thread and
-// barrier): for test shapes.
+// (dynamic_shared_floats()), integer atomicAdd, float4, <cmath>, and the bf16 tensor-core
+// product of ops/cuda/portable.cuh (mma_bf16_16x8x16). Under AddressSanitizer
+// the fiber switches are announced to it, so the sanitizer build checks every global and
+// shared-memory access of the kernels too. Slow (a fiber switch per thread and barrier):
+// for test shapes.
 #include <ucontext.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -51,11 +58,13 @@ struct Fiber {
   ucontext_t context{};
   std::vector<char> stack;
   bool done = false;
+  void* fake_stack = nullptr;  // AddressSanitizer's, kept while the fiber is switched out
 };
 
 // The block being run: its fibers, barriers, warp exchange slots and shared memory.
 struct Block {
   std::vector<Fiber> fibers;
+  std::vector<uint32_t> warp_words;  // [thread][kWords] words a warp-wide op exchanges
   ucontext_t scheduler{};
   int current = -1;
   Barrier block_barrier;
@@ -64,11 +73,36 @@ struct Block {
   std::vector<float4> shared;
   std::function<void()> body;
   std::mt19937_64 order_rng{12345};
+  const void* scheduler_stack = nullptr;  // the calling thread's stack, for AddressSanitizer
+  size_t scheduler_stack_size = 0;
 };
 inline Block* running = nullptr;
+constexpr int kWords = 10;  // a lane's inputs to one mma: 4 + 2 registers, 4 floats
 
+// AddressSanitizer follows the switches between stacks (its fiber annotations); nothing
+// without it.
+inline void before_switch(void** fake_stack, const void* stack, size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake_stack, stack, size);
+#else
+  (void)fake_stack, (void)stack, (void)size;
+#endif
+}
+inline void after_switch(void* fake_stack, const void** stack, size_t* size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack, stack, size);
+#else
+  (void)fake_stack, (void)stack, (void)size;
+#endif
+}
+
+// From the running fiber back to the scheduler, until the scheduler resumes it.
 inline void yield() {
-  swapcontext(&running->fibers[running->current].context, &running->scheduler);
+  Block& b = *running;
+  Fiber& fiber = b.fibers[b.current];
+  before_switch(&fiber.fake_stack, b.scheduler_stack, b.scheduler_stack_size);
+  swapcontext(&fiber.context, &b.scheduler);
+  after_switch(fiber.fake_stack, &b.scheduler_stack, &b.scheduler_stack_size);
 }
 
 // Waits until `expected` threads have arrived at `barrier` (switching to the others).
@@ -88,12 +122,17 @@ inline void arrive(Barrier& barrier, int expected) {
   Block& b = *running;
   b.current = t;
   threadIdx = {unsigned(t), 0, 0};
+  void* fake_stack = nullptr;
+  before_switch(&fake_stack, b.fibers[t].stack.data(), b.fibers[t].stack.size());
   swapcontext(&b.scheduler, &b.fibers[t].context);
+  after_switch(fake_stack, nullptr, nullptr);
 }
 
 inline void start_fiber() {
+  after_switch(nullptr, &running->scheduler_stack, &running->scheduler_stack_size);
   running->body();
   running->fibers[running->current].done = true;
+  before_switch(nullptr, running->scheduler_stack, running->scheduler_stack_size);
 }  // returns to the scheduler through uc_link
 
 // Makes `fiber` start the running block's body from its beginning (not inlined: getcontext
@@ -120,6 +159,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, void (*kernel)(Params...
   for (Fiber& fiber : b.fibers) fiber.stack.resize(kStack);
   b.warp_barriers.resize(warps);
   b.warp_slots.resize(threads);
+  b.warp_words.resize(size_t(threads) * kWords);
   b.body = [&] { kernel(args...); };
   blockDim = block;
   gridDim = grid;
@@ -168,6 +208,55 @@ inline unsigned long long atomicAdd(unsigned long long* address, unsigned long l
   const unsigned long long old = *address;
   *address = old + value;
   return old;
+}
+
+inline uint32_t float_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline float bits_float(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// PTX's mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 over the warp: every lane hands
+// in its fragments (layout in ops/cuda/portable.cuh) and gets its part of d = a·b + c, the
+// products summed in fp32 in k order (the hardware's order within the tile is not
+// specified; tests allow for it).
+inline void mma_bf16_16x8x16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                             const float (&c)[4]) {
+  auto& blk = *sps::cuda_emulator::running;
+  const int t = int(threadIdx.x), warp = t / 32, lane = t % 32;
+  uint32_t* mine = &blk.warp_words[size_t(t) * sps::cuda_emulator::kWords];
+  for (int k = 0; k < 4; ++k) mine[k] = a[k];
+  for (int k = 0; k < 2; ++k) mine[4 + k] = b[k];
+  for (int k = 0; k < 4; ++k) std::memcpy(&mine[6 + k], &c[k], sizeof(float));
+  sps::cuda_emulator::arrive(blk.warp_barriers[warp], 32);
+  const auto word = [&](int owner, int k) {
+    return blk.warp_words[size_t(warp * 32 + owner) * sps::cuda_emulator::kWords + k];
+  };
+  const auto bf16 = [](uint32_t bits) { return bits_float(bits << 16); };
+  const auto a_at = [&](int row, int k) {  // a(row, k)
+    const uint32_t r = word((row % 8) * 4 + (k % 8) / 2, row / 8 + 2 * (k / 8));
+    return bf16(k % 2 ? r >> 16 : r & 0xffffu);
+  };
+  const auto b_at = [&](int k, int col) {  // b(k, col)
+    const uint32_t r = word(col * 4 + (k % 8) / 2, 4 + k / 8);
+    return bf16(k % 2 ? r >> 16 : r & 0xffffu);
+  };
+  const int g = lane / 4, q = lane % 4;
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * q + e % 2;
+    float sum;
+    std::memcpy(&sum, &mine[6 + e], sizeof sum);
+    for (int k = 0; k < 16; ++k) sum += a_at(row, k) * b_at(k, col);
+    out[e] = sum;
+  }
+  sps::cuda_emulator::arrive(blk.warp_barriers[warp], 32);  // every lane has read the words
+  for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
 inline float* dynamic_shared_floats() {

@@ -300,10 +300,10 @@ void check_head_dim(const AttentionLayout& l) {
 }  // namespace
 
 int64_t attention_forward(float* out, float* lse, const float* qkv,
-                          const AttentionLayout& layout) {
+                          const AttentionLayout& layout, Precision precision) {
   if (layout.batch * layout.tokens == 0) return 0;
   if (tiled_attention_applies(layout)) {
-    tiled_attention_forward(out, lse, qkv, layout);
+    tiled_attention_forward(out, lse, qkv, layout, precision);
     return layout.heads * layout.tile_pairs;
   }
   check_head_dim(layout);
@@ -378,12 +378,12 @@ int64_t attention_decode(float* out, const float* qkv, const float* persistent_k
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, const AttentionLayout& layout) {
+                        const float* lse, const AttentionLayout& layout, Precision precision) {
   if (layout.batch * layout.tokens == 0) return;
   const int64_t stats = layout.batch * layout.heads * layout.streams * layout.tokens;
   float* delta = static_cast<float*>(scratch(size_t(stats) * sizeof(float)));
   if (tiled_attention_applies(layout)) {
-    tiled_attention_backward(dqkv, delta, dout, qkv, out, lse, layout);
+    tiled_attention_backward(dqkv, delta, dout, qkv, out, lse, layout, precision);
     return;
   }
   check_head_dim(layout);

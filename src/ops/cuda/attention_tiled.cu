@@ -15,10 +15,11 @@ static_assert(tiled::kSkipped == uint8_t(TileKind::skipped) &&
               tiled::kPartial == uint8_t(TileKind::partial));
 using Shape = tiled::Shape<kAttentionTile, kMaxD>;
 
-tiled::Params params_of(const AttentionLayout& l) {
+tiled::Params params_of(const AttentionLayout& l, Precision precision) {
   return {l.batch, l.tokens, l.streams, l.persistent_stream, l.window, l.persistent_window,
           l.heads, l.head_dim, l.doc, reinterpret_cast<const uint8_t*>(l.tile_kinds),
-          (l.tokens + kAttentionTile - 1) / kAttentionTile, 1.0f / sqrtf(float(l.head_dim))};
+          (l.tokens + kAttentionTile - 1) / kAttentionTile, 1.0f / sqrtf(float(l.head_dim)),
+          precision == Precision::bf16};
 }
 
 // Lets `kernel` use `floats` of dynamic shared memory (above the default 48 KB), once.
@@ -45,17 +46,26 @@ bool tiled_attention_applies(const AttentionLayout& l) {
 }
 
 void tiled_attention_forward(float* out, float* lse, const float* qkv,
-                             const AttentionLayout& layout) {
+                             const AttentionLayout& layout, Precision precision) {
+  const tiled::Params p = params_of(layout, precision);
+  if (precision == Precision::bf16) {
+    using Bf16 = tiled::Bf16Shape<kMaxD>;
+    static_assert(Bf16::kTile == kAttentionTile && Bf16::shared_bytes <= 48 * 1024);
+    tiled::forward_bf16_kernel<kMaxD><<<grid_of(p), Bf16::kThreads, Bf16::shared_bytes>>>(
+        out, lse, qkv, p);
+    check(cudaGetLastError(), "tiled bf16 attention forward launch");
+    return;
+  }
   static bool ready = false;
   auto* kernel = tiled::forward_kernel<kAttentionTile, kMaxD>;
   const size_t bytes = allow_shared(kernel, Shape::forward_floats, ready, "tiled attention forward");
-  const tiled::Params p = params_of(layout);
   kernel<<<grid_of(p), Shape::kThreads, bytes>>>(out, lse, qkv, p);
   check(cudaGetLastError(), "tiled attention forward launch");
 }
 
 void tiled_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv,
-                              const float* out, const float* lse, const AttentionLayout& layout) {
+                              const float* out, const float* lse, const AttentionLayout& layout,
+                              Precision precision) {
   static bool query_ready = false, key_ready = false;
   auto* query_kernel = tiled::query_gradient_kernel<kAttentionTile, kMaxD>;
   auto* key_kernel = tiled::key_gradient_kernel<kAttentionTile, kMaxD>;
@@ -63,7 +73,7 @@ void tiled_attention_backward(float* dqkv, float* delta, const float* dout, cons
                                           "tiled attention query gradient");
   const size_t key_bytes = allow_shared(key_kernel, Shape::key_gradient_floats, key_ready,
                                         "tiled attention key gradient");
-  const tiled::Params p = params_of(layout);
+  const tiled::Params p = params_of(layout, precision);
   query_kernel<<<grid_of(p), Shape::kThreads, query_bytes>>>(dqkv, delta, dout, qkv, out, lse, p);
   check(cudaGetLastError(), "tiled attention query gradient launch");
   key_kernel<<<grid_of(p), Shape::kThreads, key_bytes>>>(dqkv, delta, dout, qkv, lse, p);

@@ -35,6 +35,7 @@ struct Params {
   const uint8_t* kinds;   // the plan: [B, tiles, S, S, tiles] of ops::TileKind
   int64_t tiles;          // tiles per sequence and stream
   float scale;            // 1/√D
+  bool bf16;              // q, k, v and dout rounded to bf16 as they are read
 };
 
 template <int kTile, int kMaxD>
@@ -100,10 +101,11 @@ __device__ inline float row_max(float value) {
 // sequence (valid rows) or the head (D).
 template <int kTile, int kMaxD>
 __device__ void load_transposed(float* dst, int stride, const float* first, int64_t ld,
-                                int64_t valid, int64_t D, float scale) {
+                                int64_t valid, int64_t D, float scale, bool bf16) {
   for (int index = threadIdx.x; index < kTile * kMaxD; index += blockDim.x) {
     const int r = index / kMaxD, d = index % kMaxD;
-    dst[d * stride + r] = r < valid && d < D ? first[r * ld + d] * scale : 0.0f;
+    const float x = r < valid && d < D ? first[r * ld + d] : 0.0f;
+    dst[d * stride + r] = (bf16 ? round_bf16(x) : x) * scale;
   }
 }
 
@@ -170,7 +172,7 @@ __global__ void __launch_bounds__(2 * kTile, 1)
   const int64_t i0 = qt * kTile;
   const float* rows = qkv + b * St * ld + h * D;  // q of slot 0 of the sequence
   load_transposed<kTile, kMaxD>(q_rows, S::kRowStride, rows + (a * T + i0) * ld, ld, T - i0, D,
-                                p.scale * kLog2e);
+                                p.scale * kLog2e, p.bf16);
   float running_max[4], denominator[4] = {}, acc[4][S::kDims] = {};
   SPS_UNROLL
   for (int k = 0; k < 4; ++k) running_max[k] = -INFINITY;
@@ -181,9 +183,9 @@ __global__ void __launch_bounds__(2 * kTile, 1)
       const int64_t j0 = kt * kTile;
       __syncthreads();  // the previous tile's buffers are no longer read
       load_transposed<kTile, kMaxD>(k_cols, S::kColStride, rows + (kb * T + j0) * ld + HD, ld,
-                                    T - j0, D, 1.0f);
+                                    T - j0, D, 1.0f, p.bf16);
       load_transposed<kTile, kMaxD>(v_cols, S::kColStride, rows + (kb * T + j0) * ld + 2 * HD,
-                                    ld, T - j0, D, 1.0f);
+                                    ld, T - j0, D, 1.0f, p.bf16);
       __syncthreads();
       float s[4][S::kCols] = {};
       tile_products<kTile, kMaxD>(s, q_rows, k_cols, r0, lane);
@@ -248,9 +250,9 @@ __global__ void __launch_bounds__(2 * kTile, 1)
   const int64_t i0 = qt * kTile;
   const float* rows = qkv + b * St * ld + h * D;
   load_transposed<kTile, kMaxD>(q_rows, S::kRowStride, rows + (a * T + i0) * ld, ld, T - i0, D,
-                                p.scale * kLog2e);
+                                p.scale * kLog2e, p.bf16);
   load_transposed<kTile, kMaxD>(g_rows, S::kRowStride, dout + (b * St + a * T + i0) * HD + h * D,
-                                HD, T - i0, D, 1.0f);
+                                HD, T - i0, D, 1.0f, p.bf16);
   __syncthreads();
   float row_delta[4], row_lse[4], dq[4][S::kDims] = {};
   SPS_UNROLL
@@ -273,9 +275,9 @@ __global__ void __launch_bounds__(2 * kTile, 1)
       const int64_t j0 = kt * kTile;
       __syncthreads();
       load_transposed<kTile, kMaxD>(k_cols, S::kColStride, rows + (kb * T + j0) * ld + HD, ld,
-                                    T - j0, D, 1.0f);
+                                    T - j0, D, 1.0f, p.bf16);
       load_transposed<kTile, kMaxD>(v_cols, S::kColStride, rows + (kb * T + j0) * ld + 2 * HD,
-                                    ld, T - j0, D, 1.0f);
+                                    ld, T - j0, D, 1.0f, p.bf16);
       __syncthreads();
       float s[4][S::kCols] = {}, dp[4][S::kCols] = {};
       tile_products<kTile, kMaxD>(s, q_rows, k_cols, r0, lane);
@@ -327,9 +329,9 @@ __global__ void __launch_bounds__(2 * kTile, 1)
   const int64_t j0 = kt * kTile;
   const float* rows = qkv + b * St * ld + h * D;
   load_transposed<kTile, kMaxD>(k_rows, S::kRowStride, rows + (kb * T + j0) * ld + HD, ld, T - j0,
-                                D, 1.0f);
+                                D, 1.0f, p.bf16);
   load_transposed<kTile, kMaxD>(v_rows, S::kRowStride, rows + (kb * T + j0) * ld + 2 * HD, ld,
-                                T - j0, D, 1.0f);
+                                T - j0, D, 1.0f, p.bf16);
   float dk[4][S::kDims] = {}, dv[4][S::kDims] = {};
   for (int64_t a = 0; a < p.streams; ++a)
     for (int64_t qt = kt; qt < p.tiles; ++qt) {
@@ -338,10 +340,10 @@ __global__ void __launch_bounds__(2 * kTile, 1)
       const int64_t i0 = qt * kTile;
       __syncthreads();
       load_transposed<kTile, kMaxD>(q_cols, S::kColStride, rows + (a * T + i0) * ld, ld, T - i0,
-                                    D, p.scale * kLog2e);
+                                    D, p.scale * kLog2e, p.bf16);
       load_transposed<kTile, kMaxD>(g_cols, S::kColStride,
                                     dout + (b * St + a * T + i0) * HD + h * D, HD, T - i0, D,
-                                    1.0f);
+                                    1.0f, p.bf16);
       for (int c = threadIdx.x; c < kTile; c += blockDim.x) {
         const int64_t stat = (b * p.heads + h) * St + a * T + i0 + c;
         query_lse[c] = i0 + c < T ? lse[stat] * kLog2e : 0.0f;
@@ -378,6 +380,157 @@ __global__ void __launch_bounds__(2 * kTile, 1)
         dst[HD + lane + 8 * e] = dk[k][e] * kLn2;  // q was scaled by scale·log2(e)
         dst[2 * HD + lane + 8 * e] = dv[k][e];
       }
+  }
+}
+
+// ---- The forward on bf16 tensor cores (system.precision=bf16) --------------------------
+// q, k and v are rounded to bf16 as they are loaded, scores and the softmax are fp32, P is
+// rounded to bf16 for P·V, sums are fp32 (the reference's bf16 autocast). A block of 4 warps
+// owns 64 query tokens of one stream, 16 rows per warp, over the same tile plan; each warp
+// keeps its rows' q, scores and outputs in mma_bf16_16x8x16 fragments (portable.cuh), and
+// reuses a score tile's fragments as the A operand of P·V. The backward stays on the fp32
+// kernels above, reading q, k, v and dout rounded to bf16 the same way (Params::bf16).
+template <int kMaxD>
+struct Bf16Shape {
+  static_assert(kMaxD % 16 == 0, "a head is whole 16-element k-steps");
+  static constexpr int kTile = 64, kThreads = 128;
+  static constexpr int kRowStride = kMaxD + 8;  // bf16 per row of q and k: a warp's fragment
+  static constexpr int kKeyStride = kTile + 8;  // loads (and of vᵀ) land on distinct banks
+  static constexpr int shared_bytes = 2 * (2 * kTile * kRowStride + kMaxD * kKeyStride);
+};
+
+// dst[r · stride + d], or dst[d · stride + r] when transposed, = bf16 of element d of row r
+// of the tile's 64 rows starting at `first`; zero past the sequence or the head.
+template <int kMaxD, bool kTransposed>
+__device__ void load_bf16(uint16_t* dst, int stride, const float* first, int64_t ld,
+                          int64_t valid, int64_t D) {
+  for (int index = threadIdx.x; index < 64 * kMaxD; index += blockDim.x) {
+    const int r = index / kMaxD, d = index % kMaxD;
+    const float x = r < valid && d < D ? first[r * ld + d] : 0.0f;
+    dst[kTransposed ? d * stride + r : r * stride + d] = uint16_t(bf16_bits(x));
+  }
+}
+
+// The two bf16 at (even) index `at` of a shared array, as one register.
+__device__ inline uint32_t pair_at(const uint16_t* base, int at) {
+  return *reinterpret_cast<const uint32_t*>(base + at);
+}
+
+// Grid as forward_kernel's.
+template <int kMaxD>
+__global__ void __launch_bounds__(128, 1)
+    forward_bf16_kernel(float* out, float* lse, const float* qkv, Params p) {
+  using S = Bf16Shape<kMaxD>;
+  constexpr int kTile = S::kTile, kSteps = kMaxD / 16, kDimTiles = kMaxD / 8;
+  constexpr int kKeyTiles = kTile / 8;
+  uint16_t* q_tile = reinterpret_cast<uint16_t*>(dynamic_shared_floats());  // [row][dim]
+  uint16_t* k_tile = q_tile + kTile * S::kRowStride;                          // [key][dim]
+  uint16_t* v_cols = k_tile + kTile * S::kRowStride;                          // [dim][key]
+  const int64_t qt = blockIdx.x, a = blockIdx.y, b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int64_t T = p.tokens, D = p.head_dim, HD = p.heads * D, ld = 3 * HD, St = p.streams * T;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row0 = warp * 16;  // the warp's first row in the tile
+  const int64_t i0 = qt * kTile;
+  const float* rows = qkv + b * St * ld + h * D;
+  load_bf16<kMaxD, false>(q_tile, S::kRowStride, rows + (a * T + i0) * ld, ld, T - i0, D);
+  __syncthreads();
+  uint32_t qf[kSteps][4];
+  SPS_UNROLL
+  for (int ks = 0; ks < kSteps; ++ks)
+    SPS_UNROLL
+    for (int r = 0; r < 4; ++r)
+      qf[ks][r] = pair_at(q_tile, (row0 + g + 8 * (r % 2)) * S::kRowStride + 16 * ks + 2 * t +
+                                      8 * (r / 2));
+  const float scale2 = p.scale * kLog2e;
+  float running_max[2] = {-INFINITY, -INFINITY}, denominator[2] = {}, acc[kDimTiles][4] = {};
+  for (int64_t kb = 0; kb < p.streams; ++kb)
+    for (int64_t kt = 0; kt <= qt; ++kt) {
+      const uint8_t kind = tile_kind(p, b, qt, a, kb, kt);
+      if (kind == kSkipped) continue;
+      const int64_t j0 = kt * kTile;
+      __syncthreads();  // the previous tile's k and v are no longer read
+      load_bf16<kMaxD, false>(k_tile, S::kRowStride, rows + (kb * T + j0) * ld + HD, ld, T - j0,
+                              D);
+      load_bf16<kMaxD, true>(v_cols, S::kKeyStride, rows + (kb * T + j0) * ld + 2 * HD, ld,
+                             T - j0, D);
+      __syncthreads();
+      // s[n][·]: rows g, g + 8 of the warp × keys 8n + 2t, 8n + 2t + 1.
+      float s[kKeyTiles][4];
+      SPS_UNROLL
+      for (int n = 0; n < kKeyTiles; ++n) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        SPS_UNROLL
+        for (int ks = 0; ks < kSteps; ++ks) {
+          const int at = (8 * n + g) * S::kRowStride + 16 * ks + 2 * t;
+          const uint32_t kf[2] = {pair_at(k_tile, at), pair_at(k_tile, at + 8)};
+          mma_bf16_16x8x16(s[n], qf[ks], kf, s[n]);
+        }
+      }
+      const bool masked = needs_mask<kTile>(p, kind, qt, kt);
+      SPS_UNROLL
+      for (int n = 0; n < kKeyTiles; ++n)
+        SPS_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          s[n][e] *= scale2;
+          if (masked && !visible(p, b, a, i0 + row0 + g + 8 * (e / 2), kb, j0 + 8 * n + 2 * t + e % 2))
+            s[n][e] = -INFINITY;
+        }
+      SPS_UNROLL
+      for (int half = 0; half < 2; ++half) {  // row g, then row g + 8
+        float tile_max = -INFINITY;
+        SPS_UNROLL
+        for (int n = 0; n < kKeyTiles; ++n)
+          tile_max = fmaxf(tile_max, fmaxf(s[n][2 * half], s[n][2 * half + 1]));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        const float new_max = fmaxf(running_max[half], tile_max);
+        const float base = new_max == -INFINITY ? 0.0f : new_max;
+        const float correction = exp2f(running_max[half] - base);
+        float sum = 0;
+        SPS_UNROLL
+        for (int n = 0; n < kKeyTiles; ++n)
+          SPS_UNROLL
+          for (int e = 2 * half; e < 2 * half + 2; ++e) {
+            s[n][e] = exp2f(s[n][e] - base);
+            sum += s[n][e];
+          }
+        denominator[half] = denominator[half] * correction + sum;
+        SPS_UNROLL
+        for (int dn = 0; dn < kDimTiles; ++dn) {
+          acc[dn][2 * half] *= correction;
+          acc[dn][2 * half + 1] *= correction;
+        }
+        running_max[half] = new_max;
+      }
+      SPS_UNROLL
+      for (int kk = 0; kk < kTile / 16; ++kk) {
+        const uint32_t pf[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                                pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        SPS_UNROLL
+        for (int dn = 0; dn < kDimTiles; ++dn) {
+          const int at = (8 * dn + g) * S::kKeyStride + 16 * kk + 2 * t;
+          const uint32_t vf[2] = {pair_at(v_cols, at), pair_at(v_cols, at + 8)};
+          mma_bf16_16x8x16(acc[dn], pf, vf, acc[dn]);
+        }
+      }
+    }
+  SPS_UNROLL
+  for (int half = 0; half < 2; ++half) {
+    float total = denominator[half];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    const int64_t i = i0 + row0 + g + 8 * half;
+    if (i >= T) continue;
+    const int64_t slot = a * T + i;
+    float* dst = out + (b * St + slot) * HD + h * D;
+    SPS_UNROLL
+    for (int dn = 0; dn < kDimTiles; ++dn)
+      SPS_UNROLL
+      for (int e = 0; e < 2; ++e)
+        if (8 * dn + 2 * t + e < D) dst[8 * dn + 2 * t + e] = acc[dn][2 * half + e] / total;
+    if (t == 0) lse[(b * p.heads + h) * St + slot] = (running_max[half] + log2f(total)) * kLn2;
   }
 }
 

@@ -12,10 +12,13 @@ namespace sps::ops::cuda {
 constexpr int64_t kAttentionTile = 64;
 
 bool tiled_attention_applies(const AttentionLayout& layout);
+// bf16: the forward on bf16 tensor cores, the backward reading q, k, v and dout rounded to
+// bf16 (fp32 sums and softmax throughout).
 void tiled_attention_forward(float* out, float* lse, const float* qkv,
-                             const AttentionLayout& layout);
+                             const AttentionLayout& layout, Precision precision);
 // delta: B·H·S floats of scratch, written by the query kernel and read by the key kernel.
 void tiled_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv,
-                              const float* out, const float* lse, const AttentionLayout& layout);
+                              const float* out, const float* lse, const AttentionLayout& layout,
+                              Precision precision);
 
 }  // namespace sps::ops::cuda

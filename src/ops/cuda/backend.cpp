@@ -104,11 +104,11 @@ class CudaBackend final : public Backend<float> {
   int64_t attention_tile() const override { return kAttentionTile; }
   int64_t attention_forward(float* out, float* lse, const float* qkv,
                             const AttentionLayout& layout) const override {
-    return cuda::attention_forward(out, lse, qkv, layout);
+    return cuda::attention_forward(out, lse, qkv, layout, operands_);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* lse, const AttentionLayout& layout) const override {
-    cuda::attention_backward(dqkv, dout, qkv, out, lse, layout);
+    cuda::attention_backward(dqkv, dout, qkv, out, lse, layout, operands_);
   }
   int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
                            const float* persistent_v, const float* ring_k, const float* ring_v,

@@ -5,7 +5,7 @@
 // linear is in ops/cuda/linear.h (cuBLASLt).
 #include <cstdint>
 
-#include "ops/ops.h"  // AdamWStep
+#include "ops/ops.h"  // AdamWStep, Precision
 
 namespace sps::ops::cuda {
 
@@ -37,9 +37,13 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
 // Attention (ops/cuda/attention.cu): the blocked kernels over the layout's tile plan where it
 // carries one (attention_tiled.h), else the reference kernels, one warp per slot over exactly
 // the visible pairs; the layout's arrays are device memory. Returns the pairs computed.
-int64_t attention_forward(float* out, float* lse, const float* qkv, const AttentionLayout& layout);
+// Precision::bf16 (the blocked kernels only): the forward on bf16 tensor cores, the backward
+// on q, k, v and dout rounded to bf16.
+int64_t attention_forward(float* out, float* lse, const float* qkv, const AttentionLayout& layout,
+                          Precision precision = Precision::fp32);
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, const AttentionLayout& layout);
+                        const float* lse, const AttentionLayout& layout,
+                        Precision precision = Precision::fp32);
 // Decode attention: a step of one token per sequence with heads of up to 64 on the split
 // kernels (decode_attention.cuh: each cached key read once for both query rows), else the
 // reference kernel. The layout's per-sequence counts are device memory. Returns the pairs
