@@ -162,12 +162,15 @@ stage_device_errors() {
   [ $rc -eq 2 ] && [[ $err == *"the CUDA backend does not run"* ]]
 }
 
-# The attention alone at the paper's shape (T = 4096, w = 64, 12 heads of 64): the blocked
-# kernels for standard and sps, and sps on the reference kernels. Prints numbers; passes
-# when it runs.
+# The attention alone at the paper's shape (T = 4096, w = 64, 12 heads of 64), fp32 and bf16:
+# the blocked kernels for standard and sps, and sps on the reference kernels. Prints numbers;
+# passes when it runs.
 stage_bench_attention() {
-  "$bin/sps" bench attention --device cuda:0 --tokens 4096 --window 64 --heads 12 \
-    --head-dim 64 --repeats 5
+  local precision
+  for precision in fp32 bf16; do
+    "$bin/sps" bench attention --device cuda:0 --precision $precision --tokens 4096 \
+      --window 64 --heads 12 --head-dim 64 --repeats 5 || return 1
+  done
 }
 
 run_stage gpu stage_gpu
@@ -183,7 +186,7 @@ if [ $failed = 0 ]; then
   run_stage bench-attention stage_bench_attention
 fi
 
-not_built='["bf16 activations and K/V", "tensor-core attention kernels", "sps generate on the GPU end to end (its decoder is in the kernels stage)", "serve and analyze on the GPU", "multi-GPU NCCL", "benchmarks other than attention"]'
+not_built='["bf16 activations and K/V", "tensor-core attention backward, wgmma kernels", "sps generate on the GPU end to end (its decoder is in the kernels stage)", "serve and analyze on the GPU", "multi-GPU NCCL", "benchmarks other than attention"]'
 {
   printf '{"date": "%s", "revision": "%s", "host": "%s",\n "not_built": %s,\n "stages": [\n' \
     "$(date -u +%FT%TZ)" "$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \

@@ -80,14 +80,16 @@ AttentionTiming time_attention(const ops::Backend<float>& backend, ops::Attentio
 
 }  // namespace
 
-void run_attention_bench(const ops::Device& device, int64_t tokens, int64_t window,
-                         int64_t heads, int64_t head_dim, int repeats) {
-  const ops::Backend<float>& backend = ops::backend_for(device);
+void run_attention_bench(const ops::Device& device, ops::Precision precision, int64_t tokens,
+                         int64_t window, int64_t heads, int64_t head_dim, int repeats) {
+  const ops::Backend<float>& backend = ops::backend_for(device, precision);
   const bool on_cpu = device.kind == ops::Device::Kind::cpu;
   const int64_t tile = backend.attention_tile();
   std::vector<int32_t> doc(tokens, 0), doc_start(tokens, 0);
   fmt::print("attention  T={} w={} H={} D={}  {}  median of {}  ", tokens, window, heads,
-             head_dim, on_cpu ? fmt::format("threads {}", omp_get_max_threads()) : device.name(),
+             head_dim,
+             on_cpu ? fmt::format("threads {}", omp_get_max_threads())
+                    : device.name() + (precision == ops::Precision::bf16 ? " bf16" : " fp32"),
              repeats);
   if (on_cpu)
     fmt::print("(tile {}, chunk {})\n", ops::kAttentionQueryTile, ops::kAttentionKeyChunk);

@@ -133,11 +133,19 @@ void register_attention_bench(CLI::App* bench) {
   attention->add_option("--heads", attn_heads, "heads H")->check(CLI::Range(1, 1024));
   attention->add_option("--head-dim", attn_head_dim, "head size D (even)")->check(CLI::Range(2, 1024));
   attention->add_option("--repeats", attn_repeats, "timed runs")->check(CLI::Range(1, 1000));
+  static std::string attn_precision = "fp32";
+  attention->add_option("--precision", attn_precision,
+                        "fp32 (default) or bf16: the GPU's bf16 attention (tensor-core forward)")
+      ->capture_default_str();
   const std::string& device = add_device_option(attention, "sps bench attention");
   attention->callback([&device] {
     if (attn_head_dim % 2) fail("--head-dim must be even, got {}", attn_head_dim);
-    run_attention_bench(ops::parse_device(device, "--device"), attn_tokens, attn_window,
-                        attn_heads, attn_head_dim, attn_repeats);
+    const ops::Device on = ops::parse_device(device, "--device");
+    const ops::Precision precision = ops::parse_precision(attn_precision, "--precision");
+    if (precision == ops::Precision::bf16 && on.kind == ops::Device::Kind::cpu)
+      fail("--precision: bf16 runs on a GPU (--device cuda); the CPU backend computes in fp32");
+    run_attention_bench(on, precision, attn_tokens, attn_window, attn_heads, attn_head_dim,
+                        attn_repeats);
   });
 }
 
