@@ -82,6 +82,9 @@ TEST(SpsCli, DeviceThatCannotRunIsOneLineAndStatus2) {
   EXPECT_EQ(run_command(train_cmd + " system.precision=fp16 --dry-run 2>&1", &out), 2);
   EXPECT_EQ(out, "sps: " + recipe +
                      ": system.precision: 'fp16' is not a precision; expected fp32 or bf16\n");
+  EXPECT_EQ(run_command(kSps + " bench attention --precision bf16 2>&1", &out), 2);
+  EXPECT_EQ(out, "sps: --precision: bf16 runs on a GPU (--device cuda); the CPU backend computes "
+                 "in fp32\n");
 }
 
 }  // namespace
