@@ -90,33 +90,50 @@ std::string name(const Case& c) {
          std::to_string(c.documents);
 }
 
+// A case's layout (2 sequences, 2 heads; its arrays point into this object), random q, k, v
+// and dout, and the dense double reference's outputs on them, or on them rounded to bf16.
+struct Inputs {
+  ops::AttentionLayout layout;
+  std::vector<int32_t> doc, doc_start;
+  std::vector<double> qkv, dout, out, lse, dqkv;  // inputs, then the reference's outputs
+};
+
+Inputs make_inputs(const Case& c, std::mt19937_64& rng, bool round_to_bf16 = false) {
+  const int64_t B = 2, H = 2, S = c.streams * c.tokens, HD = H * c.head_dim;
+  Inputs x;
+  x.layout = testing::mask_layout(B, c.tokens, c.streams, c.persistent, c.window, c.omega);
+  x.layout.heads = H;
+  x.layout.head_dim = c.head_dim;
+  x.doc = testing::random_documents(B, c.tokens, 2, 3, rng);
+  if (c.documents == 2) x.doc[c.tokens / 2] = x.doc[0];  // not a contiguous run
+  x.doc_start = testing::document_starts(x.doc, B, c.tokens);
+  if (c.documents) {
+    x.layout.doc = x.doc.data();
+    x.layout.doc_start = x.doc_start.data();
+  }
+  x.qkv = testing::random_vector(B * S * 3 * HD, 5);
+  x.dout = testing::random_vector(B * S * HD, 6);
+  const auto rounded = [&](std::vector<double> v) {
+    if (round_to_bf16)
+      for (double& e : v) e = double(ops::cuda::round_bf16(float(e)));
+    return v;
+  };
+  testing::reference_attention_forward(x.out, x.lse, rounded(x.qkv), x.layout);
+  testing::reference_attention_backward(x.dqkv, rounded(x.dout), rounded(x.qkv), x.layout);
+  return x;
+}
+
 template <int kTile, int kMaxD>
 void check_against_reference(const std::vector<Case>& cases) {
   std::mt19937_64 rng(11);
   for (const Case& c : cases) {
     SCOPED_TRACE(name(c));
-    const int64_t B = 2, H = 2, S = c.streams * c.tokens, HD = H * c.head_dim;
-    ops::AttentionLayout layout = testing::mask_layout(B, c.tokens, c.streams, c.persistent,
-                                                       c.window, c.omega);
-    layout.heads = H;
-    layout.head_dim = c.head_dim;
-    std::vector<int32_t> doc = testing::random_documents(B, c.tokens, 2, 3, rng);
-    if (c.documents == 2) doc[c.tokens / 2] = doc[0];  // not a contiguous run
-    const std::vector<int32_t> doc_start = testing::document_starts(doc, B, c.tokens);
-    if (c.documents) {
-      layout.doc = doc.data();
-      layout.doc_start = doc_start.data();
-    }
-    const auto qkv = testing::random_vector(B * S * 3 * HD, 5);
-    const auto dout = testing::random_vector(B * S * HD, 6);
-    std::vector<double> out, lse, dqkv;
-    testing::reference_attention_forward(out, lse, qkv, layout);
-    testing::reference_attention_backward(dqkv, dout, qkv, layout);
-    const Outputs tiled = run_tiled<kTile, kMaxD>(testing::cast_vector<float>(qkv),
-                                                  testing::cast_vector<float>(dout), layout);
-    EXPECT_LT(max_relative_error(tiled.out, out), 2e-5);
-    EXPECT_LT(max_relative_error(tiled.lse, lse), 2e-6);
-    EXPECT_LT(max_relative_error(tiled.dqkv, dqkv), 5e-5);
+    const Inputs x = make_inputs(c, rng);
+    const Outputs tiled = run_tiled<kTile, kMaxD>(testing::cast_vector<float>(x.qkv),
+                                                  testing::cast_vector<float>(x.dout), x.layout);
+    EXPECT_LT(max_relative_error(tiled.out, x.out), 2e-5);
+    EXPECT_LT(max_relative_error(tiled.lse, x.lse), 2e-6);
+    EXPECT_LT(max_relative_error(tiled.dqkv, x.dqkv), 5e-5);
   }
 }
 
@@ -143,38 +160,19 @@ TEST(AttentionTiledKernels, TheGpuBuildMatchesTheReference) {
 // outputs agree to well under bf16's step, the log-sum-exps to fp32's; and the result is
 // visibly not the fp32 kernels'.
 TEST(AttentionTiledKernels, Bf16PathMatchesTheReferenceOnRoundedInputs) {
-  const auto round = [](std::vector<double> v) {
-    for (double& x : v) x = double(ops::cuda::round_bf16(float(x)));
-    return v;
-  };
   std::mt19937_64 rng(13);
   for (const Case& c : std::vector<Case>{{2, 0, 64, -1, 150, 64, 1},
                                          {2, 1, 7, 20, 70, 40, 2},
                                          {1, 0, 0, -1, 129, 64, 0}}) {
     SCOPED_TRACE(name(c));
-    const int64_t B = 2, H = 2, S = c.streams * c.tokens, HD = H * c.head_dim;
-    ops::AttentionLayout layout = testing::mask_layout(B, c.tokens, c.streams, c.persistent,
-                                                       c.window, c.omega);
-    layout.heads = H;
-    layout.head_dim = c.head_dim;
-    std::vector<int32_t> doc = testing::random_documents(B, c.tokens, 2, 3, rng);
-    if (c.documents == 2) doc[c.tokens / 2] = doc[0];
-    const std::vector<int32_t> doc_start = testing::document_starts(doc, B, c.tokens);
-    if (c.documents) {
-      layout.doc = doc.data();
-      layout.doc_start = doc_start.data();
-    }
-    const auto qkv = testing::random_vector(B * S * 3 * HD, 5);
-    const auto dout = testing::random_vector(B * S * HD, 6);
-    std::vector<double> out, lse, dqkv;
-    testing::reference_attention_forward(out, lse, round(qkv), layout);
-    testing::reference_attention_backward(dqkv, round(dout), round(qkv), layout);
-    const auto q32 = testing::cast_vector<float>(qkv), d32 = testing::cast_vector<float>(dout);
-    const Outputs bf16 = run_tiled<64, 64>(q32, d32, layout, true);
-    EXPECT_LT(max_relative_error(bf16.out, out), 3e-3);
-    EXPECT_LT(max_relative_error(bf16.lse, lse), 2e-6);
-    EXPECT_LT(max_relative_error(bf16.dqkv, dqkv), 1e-2);
-    const Outputs fp32 = run_tiled<64, 64>(q32, d32, layout);
+    const Inputs x = make_inputs(c, rng, true);
+    const auto qkv = testing::cast_vector<float>(x.qkv);
+    const auto dout = testing::cast_vector<float>(x.dout);
+    const Outputs bf16 = run_tiled<64, 64>(qkv, dout, x.layout, true);
+    EXPECT_LT(max_relative_error(bf16.out, x.out), 3e-3);
+    EXPECT_LT(max_relative_error(bf16.lse, x.lse), 2e-6);
+    EXPECT_LT(max_relative_error(bf16.dqkv, x.dqkv), 1e-2);
+    const Outputs fp32 = run_tiled<64, 64>(qkv, dout, x.layout);
     EXPECT_GT(max_relative_error(bf16.out, fp32.out), 1e-4);
   }
 }

@@ -84,17 +84,6 @@ __device__ inline bool needs_mask(const Params& p, uint8_t kind, int64_t query_t
          (key_tile + 1) * kTile > p.tokens;
 }
 
-// Σ over the 8 lanes that share a row (and the max): every one of them gets the result.
-__device__ inline float row_sum(float value) {
-  for (int offset = 1; offset < 8; offset *= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-__device__ inline float row_max(float value) {
-  for (int offset = 1; offset < 8; offset *= 2)
-    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  return value;
-}
 
 // dst[d · stride + r] = scale · (element d of head h of row r), for the tile's kTile rows
 // starting at `first` (rows of qkv-like arrays with leading dimension ld); zero past the
@@ -200,7 +189,7 @@ __global__ void __launch_bounds__(2 * kTile, 1)
         float tile_max = -INFINITY;
         SPS_UNROLL
         for (int c = 0; c < S::kCols; ++c) tile_max = fmaxf(tile_max, s[k][c]);
-        const float new_max = fmaxf(running_max[k], row_max(tile_max));
+        const float new_max = fmaxf(running_max[k], lane_max<8>(tile_max));
         const float base = new_max == -INFINITY ? 0.0f : new_max;  // no row seen yet: no NaN
         const float correction = exp2f(running_max[k] - base);
         float sum = 0;
@@ -221,7 +210,7 @@ __global__ void __launch_bounds__(2 * kTile, 1)
   SPS_UNROLL
   for (int k = 0; k < 4; ++k) {
     const int64_t i = i0 + r0 + k;
-    const float total = row_sum(denominator[k]);
+    const float total = lane_sum<8>(denominator[k]);
     if (i >= T) continue;
     const int64_t slot = a * T + i;
     float* dst = out + (b * St + slot) * HD + h * D;
@@ -265,7 +254,7 @@ __global__ void __launch_bounds__(2 * kTile, 1)
         if (lane + 8 * e < D)
           partial += g_rows[(lane + 8 * e) * S::kRowStride + r0 + k] *
                      out[(b * St + a * T + i) * HD + h * D + lane + 8 * e];
-    row_delta[k] = row_sum(partial);
+    row_delta[k] = lane_sum<8>(partial);
     row_lse[k] = i < T ? lse[(b * p.heads + h) * St + a * T + i] * kLog2e : 0.0f;
   }
   for (int64_t kb = 0; kb < p.streams; ++kb)
@@ -481,9 +470,7 @@ __global__ void __launch_bounds__(128, 1)
         SPS_UNROLL
         for (int n = 0; n < kKeyTiles; ++n)
           tile_max = fmaxf(tile_max, fmaxf(s[n][2 * half], s[n][2 * half + 1]));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-        const float new_max = fmaxf(running_max[half], tile_max);
+        const float new_max = fmaxf(running_max[half], lane_max<4>(tile_max));  // a row's 4 lanes
         const float base = new_max == -INFINITY ? 0.0f : new_max;
         const float correction = exp2f(running_max[half] - base);
         float sum = 0;
@@ -518,9 +505,7 @@ __global__ void __launch_bounds__(128, 1)
     }
   SPS_UNROLL
   for (int half = 0; half < 2; ++half) {
-    float total = denominator[half];
-    total += __shfl_xor_sync(0xffffffffu, total, 1);
-    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    const float total = lane_sum<4>(denominator[half]);
     const int64_t i = i0 + row0 + g + 8 * half;
     if (i >= T) continue;
     const int64_t slot = a * T + i;

@@ -78,17 +78,6 @@ __device__ inline RowList rows_of(const Params& p, int64_t b) {
   return list;
 }
 
-__device__ inline float sum_over_8_lanes(float value) {
-  for (int offset = 1; offset < 8; offset *= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-__device__ inline float sum_over_warp(float value) {
-  for (int offset = 1; offset < 32; offset *= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-
 // Grid: x = split, y = sequence · H + head. Lane l of a group of 8 holds head elements
 // l + 8j (j < kMaxD/8): a group reads a row's 8 consecutive floats per load.
 template <int kMaxD>
@@ -136,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float partial = 0;
       SPS_UNROLL
       for (int j = 0; j < kPer; ++j) partial += q[r][j] * key[j];
-      const float score = sum_over_8_lanes(partial);
+      const float score = lane_sum<8>(partial);
       if (!valid) continue;
       const float new_max = fmaxf(running_max[r], score);
       const float correction = exp2f(running_max[r] - new_max), weight = exp2f(score - new_max);
@@ -217,7 +206,7 @@ __global__ void __launch_bounds__(32 * kMaxQueries)
       const int64_t e = lane + 32 * j;
       if (e < D) partial += query[e] * p.scale * kLog2e * key[e];
     }
-    fold(sum_over_warp(partial), 1.0f, key + HD, 1);
+    fold(lane_sum<32>(partial), 1.0f, key + HD, 1);
   }
   float* dst = out + (b * Q + r) * HD + h * D;
   SPS_UNROLL

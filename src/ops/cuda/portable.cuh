@@ -1,9 +1,10 @@
 #pragma once
 // What the kernels written in the subset of CUDA that tests/ops/cuda_emulator.h runs on the
 // CPU share (attention_tiled.cuh, decode_attention.cuh): the one dynamic shared-memory array,
-// loop unrolling that keeps per-thread arrays in registers, bf16 packing, and the bf16
+// loop unrolling that keeps per-thread arrays in registers, sums over lanes, bf16 packing, and the bf16
 // tensor-core product. The emulator provides its own dynamic_shared_floats(), float_bits(), bits_float()
 // and mma_bf16_16x8x16(), and the CUDA keywords.
+#include <cmath>
 #include <cstdint>
 
 #ifdef __CUDACC__
@@ -39,6 +40,21 @@ __device__ inline void mma_bf16_16x8x16(float (&d)[4], const uint32_t (&a)[4],
 #endif
 
 namespace sps::ops::cuda {
+
+// The sum (max) of `value` over aligned groups of kLanes neighbouring lanes of a warp, in a
+// fixed butterfly order: every lane of the group gets the result. The whole warp must call.
+template <int kLanes>
+__device__ inline float lane_sum(float value) {
+  for (int offset = 1; offset < kLanes; offset *= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+template <int kLanes>
+__device__ inline float lane_max(float value) {
+  for (int offset = 1; offset < kLanes; offset *= 2)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
 
 // x rounded to bf16 (to nearest, ties to even; finite x), as its 16 bits.
 __device__ inline uint32_t bf16_bits(float x) {
