@@ -86,8 +86,7 @@ void run_attention_bench(const ops::Device& device, ops::Precision precision, in
   const bool on_cpu = device.kind == ops::Device::Kind::cpu;
   const int64_t tile = backend.attention_tile();
   std::vector<int32_t> doc(tokens, 0), doc_start(tokens, 0);
-  fmt::print("attention  T={} w={} H={} D={}  {}  median of {}  ", tokens, window, heads,
-             head_dim,
+  fmt::print("attention  T={} w={} H={} D={}  {}  median of {}  ", tokens, window, heads, head_dim,
              on_cpu ? fmt::format("threads {}", omp_get_max_threads())
                     : device.name() + (precision == ops::Precision::bf16 ? " bf16" : " fp32"),
              repeats);
@@ -103,27 +102,27 @@ void run_attention_bench(const ops::Device& device, ops::Precision precision, in
   std::vector<std::pair<int64_t, bool>> rows = {{1, tile > 0}, {2, tile > 0}};
   if (tile > 0) rows.push_back({2, false});
   for (const auto& [streams, with_plan] : rows) {
-      ops::AttentionLayout layout;
-      layout.batch = 1;
-      layout.tokens = tokens;
-      layout.streams = streams;
-      layout.persistent_stream = 0;
-      layout.window = window;
-      layout.heads = heads;
-      layout.head_dim = head_dim;
-      layout.doc = doc.data();
-      layout.doc_start = doc_start.data();
-      const AttentionTiming t = time_attention(backend, layout, with_plan, repeats);
-      const double slots = double(streams * tokens);
-      const double dense = slots * (slots + 1) / 2 * double(heads);
-      const double flops = double(t.pairs) * double(head_dim);
-      const std::string name = std::string(streams == 1 ? "standard" : "sps") +
-                               (tile > 0 && !with_plan ? " reference" : "");
-      fmt::print("{:<14} {:>14} {:>9.3f} {:>10.2f} {:>10.1f} {:>10.2f} {:>10.1f}\n", name,
-                 t.pairs, double(t.pairs) / dense, t.forward_seconds * 1e3,
-                 4 * flops / t.forward_seconds / 1e9, t.backward_seconds * 1e3,
-                 10 * flops / t.backward_seconds / 1e9);
-    }
+    ops::AttentionLayout layout;
+    layout.batch = 1;
+    layout.tokens = tokens;
+    layout.streams = streams;
+    layout.persistent_stream = 0;
+    layout.window = window;
+    layout.heads = heads;
+    layout.head_dim = head_dim;
+    layout.doc = doc.data();
+    layout.doc_start = doc_start.data();
+    const AttentionTiming t = time_attention(backend, layout, with_plan, repeats);
+    const double slots = double(streams * tokens);
+    const double dense = slots * (slots + 1) / 2 * double(heads);
+    const double flops = double(t.pairs) * double(head_dim);
+    const std::string name = std::string(streams == 1 ? "standard" : "sps") +
+                             (tile > 0 && !with_plan ? " reference" : "");
+    fmt::print("{:<14} {:>14} {:>9.3f} {:>10.2f} {:>10.1f} {:>10.2f} {:>10.1f}\n", name, t.pairs,
+               double(t.pairs) / dense, t.forward_seconds * 1e3,
+               4 * flops / t.forward_seconds / 1e9, t.backward_seconds * 1e3,
+               10 * flops / t.backward_seconds / 1e9);
+  }
   if (on_cpu)
     fmt::print("sgemm 1024^3 reference: {:.1f} GFLOP/s\n", measure_sgemm_gflops(1024, repeats));
 }

@@ -134,8 +134,9 @@ void register_attention_bench(CLI::App* bench) {
   attention->add_option("--head-dim", attn_head_dim, "head size D (even)")->check(CLI::Range(2, 1024));
   attention->add_option("--repeats", attn_repeats, "timed runs")->check(CLI::Range(1, 1000));
   static std::string attn_precision = "fp32";
-  attention->add_option("--precision", attn_precision,
-                        "fp32 (default) or bf16: the GPU's bf16 attention (tensor-core forward)")
+  attention
+      ->add_option("--precision", attn_precision,
+                   "fp32 (default) or bf16: the GPU's bf16 attention (tensor-core forward)")
       ->capture_default_str();
   const std::string& device = add_device_option(attention, "sps bench attention");
   attention->callback([&device] {

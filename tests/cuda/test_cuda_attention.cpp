@@ -123,7 +123,7 @@ TEST(CudaAttention, MatchesTheCpuBackendForEveryMask) {
   SPS_REQUIRE_GPU();
   std::vector<Case> cases = every_mask(13, 16);
   for (const int64_t T : {1, 2, 40}) cases.push_back({2, 0, 3, -1, T, 64, true});
-  cases.push_back({2, 0, 5, -1, 9, 72, true});   // D not a multiple of 32
+  cases.push_back({2, 0, 5, -1, 9, 72, true});  // D not a multiple of 32
   cases.push_back({1, 0, 0, -1, 70, 128, true});
   check_against_the_cpu(cases, false);
 }
@@ -168,8 +168,8 @@ TEST(CudaAttention, DecodeMatchesTheCpuBackendForEveryCache) {
       layout.ring_len = ring_lengths.data;
       layout.ring_next = ring_lengths.data + cache.ring_len.size();
     }
-    const int64_t pairs = ops::cuda::attention_decode(out.data, qkv.data, pk.data, pv.data,
-                                                      rk.data, rv.data, layout);
+    const int64_t pairs =
+        ops::cuda::attention_decode(out.data, qkv.data, pk.data, pv.data, rk.data, rv.data, layout);
     EXPECT_LT(max_relative_error(out.read(), cache.expected), 2e-5);
     EXPECT_EQ(pairs, cache.pairs);
     const std::vector<float> first = out.read();

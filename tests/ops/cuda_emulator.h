@@ -19,8 +19,8 @@
 #endif
 
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -148,8 +148,7 @@ inline void start_fiber() {
 
 // Runs kernel(args...) over grid × block threads with `shared_bytes` of dynamic shared memory.
 template <typename... Params, typename... Args>
-void launch(dim3 grid, dim3 block, size_t shared_bytes, void (*kernel)(Params...),
-            Args... args) {
+void launch(dim3 grid, dim3 block, size_t shared_bytes, void (*kernel)(Params...), Args... args) {
   if (block.y != 1 || block.z != 1 || block.x % 32 != 0)
     throw std::invalid_argument("cuda_emulator: blocks are 1-D and whole warps");
   constexpr size_t kStack = 256 * 1024;

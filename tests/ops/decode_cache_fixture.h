@@ -31,9 +31,9 @@ inline std::string name(const DecodeCacheCase& c) {
 // below the rows cached, heads of 16, 40 and 64.
 inline std::vector<DecodeCacheCase> decode_cache_cases() {
   const std::vector<int64_t> ends = {0, 5, 40}, lens = {0, 2, 4}, nexts = {0, 2, 1};
-  return {{2, 0, 3, -1, 16, ends, lens, nexts, 4},   // sps
-          {2, 1, 3, -1, 16, ends, lens, nexts, 4},   // predict-persistent
-          {1, 0, 0, -1, 16, ends, {}, {}, 0},        // standard
+  return {{2, 0, 3, -1, 16, ends, lens, nexts, 4},  // sps
+          {2, 1, 3, -1, 16, ends, lens, nexts, 4},  // predict-persistent
+          {1, 0, 0, -1, 16, ends, {}, {}, 0},       // standard
           {2, 0, 3, 4, 64, {10, 2, 300}, {4, 3, 1}, {2, 3, 1}, 4},
           {2, 0, 2, -1, 40, {300, 1}, {6, 1}, {5, 1}, 6},  // w below the ring's rows
           {1, 0, 0, 0, 64, {7, 0}, {}, {}, 0}};            // ω = 0
@@ -92,11 +92,13 @@ inline DecodeCache make_decode_cache(const DecodeCacheCase& c) {
   l.persistent_end = x.persistent_end.data();
   l.ring_len = Cr > 0 ? x.ring_len.data() : nullptr;
   l.ring_next = Cr > 0 ? x.ring_next.data() : nullptr;
-  const auto wide = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  const auto wide = [](const std::vector<float>& v) {
+    return std::vector<double>(v.begin(), v.end());
+  };
   x.expected.resize(B * Q * HD);
-  x.pairs = ops::attention_decode<double>(x.expected.data(), wide(x.qkv).data(), wide(x.pk).data(),
-                                          wide(x.pv).data(), wide(x.rk).data(), wide(x.rv).data(),
-                                          l);
+  x.pairs =
+      ops::attention_decode<double>(x.expected.data(), wide(x.qkv).data(), wide(x.pk).data(),
+                                    wide(x.pv).data(), wide(x.rk).data(), wide(x.rv).data(), l);
   return x;
 }
 

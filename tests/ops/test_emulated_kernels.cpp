@@ -43,10 +43,18 @@ Outputs run_tiled(const std::vector<float>& qkv, const std::vector<float>& dout,
   using Shape = tiled::Shape<kTile, kMaxD>;
   ops::AttentionTilePlan plan;
   ops::plan_attention_tiles(plan, layout, kTile, kTile);
-  const tiled::Params p{layout.batch, layout.tokens, layout.streams, layout.persistent_stream,
-                        layout.window, layout.persistent_window, layout.heads, layout.head_dim,
-                        layout.doc, reinterpret_cast<const uint8_t*>(plan.kinds.data()),
-                        plan.query_tiles, float(1.0 / std::sqrt(double(layout.head_dim))),
+  const tiled::Params p{layout.batch,
+                        layout.tokens,
+                        layout.streams,
+                        layout.persistent_stream,
+                        layout.window,
+                        layout.persistent_window,
+                        layout.heads,
+                        layout.head_dim,
+                        layout.doc,
+                        reinterpret_cast<const uint8_t*>(plan.kinds.data()),
+                        plan.query_tiles,
+                        float(1.0 / std::sqrt(double(layout.head_dim))),
                         bf16};
   const int64_t S = layout.streams * layout.tokens, HD = layout.heads * layout.head_dim;
   const int64_t rows = layout.batch * S, stats = layout.batch * layout.heads * S;
@@ -142,17 +150,17 @@ TEST(AttentionTiledKernels, SmallTilesMatchTheReferenceForEveryMask) {
   for (const auto& [streams, persistent] : {std::pair<int64_t, int64_t>{1, 0}, {2, 0}, {2, 1}})
     for (const int64_t window : {0, 3, 100})
       for (const int64_t omega : {-1, 2})
-        for (const int documents : {0, 1}) cases.push_back({streams, persistent, window, omega, 37, 16, documents});
-  cases.push_back({2, 0, 5, -1, 37, 10, 2});  // a head below the kernel's, a recurring id
+        for (const int documents : {0, 1})
+          cases.push_back({streams, persistent, window, omega, 37, 16, documents});
+  cases.push_back({2, 0, 5, -1, 37, 10, 2});   // a head below the kernel's, a recurring id
   cases.push_back({2, 0, 17, 20, 48, 16, 1});  // whole tiles only; windows across tiles
   cases.push_back({2, 0, 3, -1, 1, 16, 0});
   check_against_reference<16, 16>(cases);
 }
 
 TEST(AttentionTiledKernels, TheGpuBuildMatchesTheReference) {
-  check_against_reference<64, 64>({{2, 0, 64, -1, 130, 64, 1},
-                                   {2, 1, 7, 50, 70, 40, 2},
-                                   {1, 0, 0, -1, 129, 64, 1}});
+  check_against_reference<64, 64>(
+      {{2, 0, 64, -1, 130, 64, 1}, {2, 1, 7, 50, 70, 40, 2}, {1, 0, 0, -1, 129, 64, 1}});
 }
 
 // The bf16 path against the dense double reference on the same inputs rounded to bf16: the
@@ -161,9 +169,8 @@ TEST(AttentionTiledKernels, TheGpuBuildMatchesTheReference) {
 // visibly not the fp32 kernels'.
 TEST(AttentionTiledKernels, Bf16PathMatchesTheReferenceOnRoundedInputs) {
   std::mt19937_64 rng(13);
-  for (const Case& c : std::vector<Case>{{2, 0, 64, -1, 150, 64, 1},
-                                         {2, 1, 7, 20, 70, 40, 2},
-                                         {1, 0, 0, -1, 129, 64, 0}}) {
+  for (const Case& c : std::vector<Case>{
+           {2, 0, 64, -1, 150, 64, 1}, {2, 1, 7, 20, 70, 40, 2}, {1, 0, 0, -1, 129, 64, 0}}) {
     SCOPED_TRACE(name(c));
     const Inputs x = make_inputs(c, rng, true);
     const auto qkv = testing::cast_vector<float>(x.qkv);
@@ -184,7 +191,7 @@ TEST(DecodeSplits, FillTheGpuWithoutSplitsShorterThan256Rows) {
   EXPECT_EQ(decode::decode_splits(1, 12, 1024 + 64, 132), 5);   // 44 wanted, 1088 rows allow 5
   EXPECT_EQ(decode::decode_splits(1, 1, 10, 132), 1);
   EXPECT_EQ(decode::decode_splits(1, 1, 0, 132), 1);
-  EXPECT_EQ(decode::decode_splits(64, 25, 1 << 20, 132), 1);    // more pairs than blocks
+  EXPECT_EQ(decode::decode_splits(64, 25, 1 << 20, 132), 1);  // more pairs than blocks
 }
 
 void check_split_decode(const testing::DecodeCacheCase& c, int64_t splits) {
@@ -193,9 +200,19 @@ void check_split_decode(const testing::DecodeCacheCase& c, int64_t splits) {
   const testing::DecodeCache cache = testing::make_decode_cache(c);
   const ops::DecodeAttentionLayout& l = cache.layout;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const decode::Params p{l.batch, l.queries, l.heads, l.head_dim, l.window, l.persistent_window,
-                         l.persistent_capacity, l.ring_capacity, l.persistent_end, l.ring_len,
-                         l.ring_next, splits, float(1.0 / std::sqrt(double(l.head_dim)))};
+  const decode::Params p{l.batch,
+                         l.queries,
+                         l.heads,
+                         l.head_dim,
+                         l.window,
+                         l.persistent_window,
+                         l.persistent_capacity,
+                         l.ring_capacity,
+                         l.persistent_end,
+                         l.ring_len,
+                         l.ring_next,
+                         splits,
+                         float(1.0 / std::sqrt(double(l.head_dim)))};
   const int64_t pairs_of_heads = l.batch * l.heads;
   std::vector<float> partials(pairs_of_heads * splits * l.queries * decode::kPartialFloats<kMaxD>,
                               nan);
@@ -203,9 +220,9 @@ void check_split_decode(const testing::DecodeCacheCase& c, int64_t splits) {
   unsigned long long pairs = 0;
   const size_t shared = sizeof(float) * decode::kGroups * decode::kMaxQueries * (2 + kMaxD);
   cuda_emulator::launch(dim3{unsigned(splits), unsigned(pairs_of_heads), 1},
-                        dim3{unsigned(decode::kThreads), 1, 1}, shared,
-                        decode::split_kernel<kMaxD>, partials.data(), cache.qkv.data(),
-                        cache.pk.data(), cache.pv.data(), cache.rk.data(), cache.rv.data(), p);
+                        dim3{unsigned(decode::kThreads), 1, 1}, shared, decode::split_kernel<kMaxD>,
+                        partials.data(), cache.qkv.data(), cache.pk.data(), cache.pv.data(),
+                        cache.rk.data(), cache.rv.data(), p);
   cuda_emulator::launch(dim3{unsigned(pairs_of_heads), 1, 1}, dim3{32 * decode::kMaxQueries, 1, 1},
                         0, decode::merge_kernel<kMaxD>, out.data(), &pairs,
                         static_cast<const float*>(partials.data()), cache.qkv.data(), p);
@@ -215,7 +232,8 @@ void check_split_decode(const testing::DecodeCacheCase& c, int64_t splits) {
 
 TEST(DecodeAttentionSplitKernels, MatchTheCpuBackendForEveryCache) {
   for (const testing::DecodeCacheCase& c : testing::decode_cache_cases())
-    for (const int64_t splits : {int64_t(1), int64_t(3), int64_t(50)}) check_split_decode(c, splits);
+    for (const int64_t splits : {int64_t(1), int64_t(3), int64_t(50)})
+      check_split_decode(c, splits);
 }
 
 }  // namespace

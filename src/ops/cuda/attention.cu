@@ -1,10 +1,11 @@
 // Family-masked attention and decode attention on the GPU, fp32: the reference kernels, which
 // the blocked kernels (attention_tiled.cuh, taken where the layout carries a tile plan) and
 // the split decode kernels (decode_attention.cuh, a step of one token) are checked against,
-// and the launches of the split decode. One warp per query slot (forward, and the gradient of q) or per key slot
-// (the gradients of k and v) walks exactly the slots the mask of ops.h lets it see, in a
-// fixed order, with no atomics on floats: a repeated call gives the same bits. Each lane holds head-dimension elements lane, lane + 32, …; dot
-// products are summed by a butterfly of shuffles, which leaves the same sum in every lane.
+// and the launches of the split decode. One warp per query slot (forward, and the gradient of q) or
+// per key slot (the gradients of k and v) walks exactly the slots the mask of ops.h lets it see, in
+// a fixed order, with no atomics on floats: a repeated call gives the same bits. Each lane holds
+// head-dimension elements lane, lane + 32, …; dot products are summed by a butterfly of shuffles,
+// which leaves the same sum in every lane.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -299,8 +300,8 @@ void check_head_dim(const AttentionLayout& l) {
 
 }  // namespace
 
-int64_t attention_forward(float* out, float* lse, const float* qkv,
-                          const AttentionLayout& layout, Precision precision) {
+int64_t attention_forward(float* out, float* lse, const float* qkv, const AttentionLayout& layout,
+                          Precision precision) {
   if (layout.batch * layout.tokens == 0) return 0;
   if (tiled_attention_applies(layout)) {
     tiled_attention_forward(out, lse, qkv, layout, precision);
@@ -332,14 +333,26 @@ int multiprocessors() {
 int64_t split_decode(float* out, const float* qkv, const float* persistent_k,
                      const float* persistent_v, const float* ring_k, const float* ring_v,
                      const DecodeAttentionLayout& l) {
-  const int64_t persistent_rows = l.persistent_window >= 0 && l.persistent_window < l.persistent_capacity
-                                      ? l.persistent_window : l.persistent_capacity;
+  const int64_t persistent_rows =
+      l.persistent_window >= 0 && l.persistent_window < l.persistent_capacity
+          ? l.persistent_window
+          : l.persistent_capacity;
   const int64_t ring_rows = l.window < l.ring_capacity ? l.window : l.ring_capacity;
-  const int64_t splits = decode::decode_splits(l.batch, l.heads, persistent_rows + ring_rows,
-                                               multiprocessors());
-  const decode::Params p{l.batch, l.queries, l.heads, l.head_dim, l.window, l.persistent_window,
-                         l.persistent_capacity, l.ring_capacity, l.persistent_end, l.ring_len,
-                         l.ring_next, splits, 1.0f / sqrtf(float(l.head_dim))};
+  const int64_t splits =
+      decode::decode_splits(l.batch, l.heads, persistent_rows + ring_rows, multiprocessors());
+  const decode::Params p{l.batch,
+                         l.queries,
+                         l.heads,
+                         l.head_dim,
+                         l.window,
+                         l.persistent_window,
+                         l.persistent_capacity,
+                         l.ring_capacity,
+                         l.persistent_end,
+                         l.ring_len,
+                         l.ring_next,
+                         splits,
+                         1.0f / sqrtf(float(l.head_dim))};
   constexpr size_t kCounterBytes = 256;  // keeps the partials aligned
   const size_t partial_bytes = sizeof(float) * size_t(l.batch * l.heads * splits * l.queries *
                                                       decode::kPartialFloats<kDecodeMaxD>);
@@ -348,12 +361,12 @@ int64_t split_decode(float* out, const float* qkv, const float* persistent_k,
   auto* partials = reinterpret_cast<float*>(block + kCounterBytes);
   check(cudaMemset(pairs, 0, sizeof(*pairs)), "decode pair count");
   const size_t shared = sizeof(float) * decode::kGroups * decode::kMaxQueries * (2 + kDecodeMaxD);
-  decode::split_kernel<kDecodeMaxD><<<dim3(unsigned(splits), unsigned(l.batch * l.heads)),
-                                      decode::kThreads, shared>>>(
-      partials, qkv, persistent_k, persistent_v, ring_k, ring_v, p);
+  decode::split_kernel<kDecodeMaxD>
+      <<<dim3(unsigned(splits), unsigned(l.batch * l.heads)), decode::kThreads, shared>>>(
+          partials, qkv, persistent_k, persistent_v, ring_k, ring_v, p);
   check(cudaGetLastError(), "decode attention split launch");
-  decode::merge_kernel<kDecodeMaxD><<<unsigned(l.batch * l.heads), 32 * decode::kMaxQueries>>>(
-      out, pairs, partials, qkv, p);
+  decode::merge_kernel<kDecodeMaxD>
+      <<<unsigned(l.batch * l.heads), 32 * decode::kMaxQueries>>>(out, pairs, partials, qkv, p);
   check(cudaGetLastError(), "decode attention merge launch");
   return read_pair_counter(pairs);
 }
@@ -365,8 +378,7 @@ int64_t attention_decode(float* out, const float* qkv, const float* persistent_k
                          const DecodeAttentionLayout& layout) {
   const int64_t warps = layout.batch * layout.heads * layout.tokens * layout.queries;
   if (warps == 0) return 0;
-  if (layout.tokens == 1 && layout.queries <= decode::kMaxQueries &&
-      layout.head_dim <= kDecodeMaxD)
+  if (layout.tokens == 1 && layout.queries <= decode::kMaxQueries && layout.head_dim <= kDecodeMaxD)
     return split_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
   if (layout.head_dim > kWarp * kMaxPerLane) fail_head_dim(layout.head_dim, kWarp * kMaxPerLane);
   unsigned long long* pairs = zeroed_pair_counter();

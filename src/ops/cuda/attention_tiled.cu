@@ -16,9 +16,18 @@ static_assert(tiled::kSkipped == uint8_t(TileKind::skipped) &&
 using Shape = tiled::Shape<kAttentionTile, kMaxD>;
 
 tiled::Params params_of(const AttentionLayout& l, Precision precision) {
-  return {l.batch, l.tokens, l.streams, l.persistent_stream, l.window, l.persistent_window,
-          l.heads, l.head_dim, l.doc, reinterpret_cast<const uint8_t*>(l.tile_kinds),
-          (l.tokens + kAttentionTile - 1) / kAttentionTile, 1.0f / sqrtf(float(l.head_dim)),
+  return {l.batch,
+          l.tokens,
+          l.streams,
+          l.persistent_stream,
+          l.window,
+          l.persistent_window,
+          l.heads,
+          l.head_dim,
+          l.doc,
+          reinterpret_cast<const uint8_t*>(l.tile_kinds),
+          (l.tokens + kAttentionTile - 1) / kAttentionTile,
+          1.0f / sqrtf(float(l.head_dim)),
           precision == Precision::bf16};
 }
 
@@ -51,14 +60,15 @@ void tiled_attention_forward(float* out, float* lse, const float* qkv,
   if (precision == Precision::bf16) {
     using Bf16 = tiled::Bf16Shape<kMaxD>;
     static_assert(Bf16::kTile == kAttentionTile && Bf16::shared_bytes <= 48 * 1024);
-    tiled::forward_bf16_kernel<kMaxD><<<grid_of(p), Bf16::kThreads, Bf16::shared_bytes>>>(
-        out, lse, qkv, p);
+    tiled::forward_bf16_kernel<kMaxD>
+        <<<grid_of(p), Bf16::kThreads, Bf16::shared_bytes>>>(out, lse, qkv, p);
     check(cudaGetLastError(), "tiled bf16 attention forward launch");
     return;
   }
   static bool ready = false;
   auto* kernel = tiled::forward_kernel<kAttentionTile, kMaxD>;
-  const size_t bytes = allow_shared(kernel, Shape::forward_floats, ready, "tiled attention forward");
+  const size_t bytes =
+      allow_shared(kernel, Shape::forward_floats, ready, "tiled attention forward");
   kernel<<<grid_of(p), Shape::kThreads, bytes>>>(out, lse, qkv, p);
   check(cudaGetLastError(), "tiled attention forward launch");
 }

@@ -155,7 +155,8 @@ __global__ void __launch_bounds__(2 * kTile, 1)
   float* k_cols = q_rows + S::kRowBuffer;
   float* v_cols = k_cols + S::kColBuffer;
   float* p_tile = v_cols + S::kColBuffer;
-  const int64_t qt = blockIdx.x, a = blockIdx.y, b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int64_t qt = blockIdx.x, a = blockIdx.y;
+  const int64_t b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int64_t T = p.tokens, D = p.head_dim, HD = p.heads * D, ld = 3 * HD, St = p.streams * T;
   const int lane = threadIdx.x % 8, r0 = 4 * (threadIdx.x / 8);
   const int64_t i0 = qt * kTile;
@@ -233,7 +234,8 @@ __global__ void __launch_bounds__(2 * kTile, 1)
   float* k_cols = g_rows + S::kRowBuffer;
   float* v_cols = k_cols + S::kColBuffer;
   float* ds_tile = v_cols + S::kColBuffer;
-  const int64_t qt = blockIdx.x, a = blockIdx.y, b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int64_t qt = blockIdx.x, a = blockIdx.y;
+  const int64_t b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int64_t T = p.tokens, D = p.head_dim, HD = p.heads * D, ld = 3 * HD, St = p.streams * T;
   const int lane = threadIdx.x % 8, r0 = 4 * (threadIdx.x / 8);
   const int64_t i0 = qt * kTile;
@@ -312,7 +314,8 @@ __global__ void __launch_bounds__(2 * kTile, 1)
   float* ds_tile = p_tile + S::kScoreBuffer;
   float* query_lse = ds_tile + S::kScoreBuffer;
   float* query_delta = query_lse + kTile;
-  const int64_t kt = blockIdx.x, kb = blockIdx.y, b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int64_t kt = blockIdx.x, kb = blockIdx.y;
+  const int64_t b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int64_t T = p.tokens, D = p.head_dim, HD = p.heads * D, ld = 3 * HD, St = p.streams * T;
   const int lane = threadIdx.x % 8, r0 = 4 * (threadIdx.x / 8);
   const int64_t j0 = kt * kTile;
@@ -415,7 +418,8 @@ __global__ void __launch_bounds__(128, 1)
   uint16_t* q_tile = reinterpret_cast<uint16_t*>(dynamic_shared_floats());  // [row][dim]
   uint16_t* k_tile = q_tile + kTile * S::kRowStride;                          // [key][dim]
   uint16_t* v_cols = k_tile + kTile * S::kRowStride;                          // [dim][key]
-  const int64_t qt = blockIdx.x, a = blockIdx.y, b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int64_t qt = blockIdx.x, a = blockIdx.y;
+  const int64_t b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int64_t T = p.tokens, D = p.head_dim, HD = p.heads * D, ld = 3 * HD, St = p.streams * T;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row0 = warp * 16;  // the warp's first row in the tile
@@ -461,8 +465,8 @@ __global__ void __launch_bounds__(128, 1)
         SPS_UNROLL
         for (int e = 0; e < 4; ++e) {
           s[n][e] *= scale2;
-          if (masked && !visible(p, b, a, i0 + row0 + g + 8 * (e / 2), kb, j0 + 8 * n + 2 * t + e % 2))
-            s[n][e] = -INFINITY;
+          const int64_t i = i0 + row0 + g + 8 * (e / 2), j = j0 + 8 * n + 2 * t + e % 2;
+          if (masked && !visible(p, b, a, i, kb, j)) s[n][e] = -INFINITY;
         }
       SPS_UNROLL
       for (int half = 0; half < 2; ++half) {  // row g, then row g + 8

@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       sum += group_sum[g * kMaxQueries + r] * w;
       out += group_acc[(g * kMaxQueries + r) * kMaxD + e] * w;
     }
-    float* dst = partials + (((b * p.heads + h) * p.splits + split) * Q + r) * kPartialFloats<kMaxD>;
+    float* dst =
+        partials + (((b * p.heads + h) * p.splits + split) * Q + r) * kPartialFloats<kMaxD>;
     dst[2 + e] = out;
     if (e == 0) dst[0] = top, dst[1] = sum;
   }
@@ -193,7 +194,8 @@ __global__ void __launch_bounds__(32 * kMaxQueries)
     top = new_top;
   };
   for (int64_t s = 0; s < p.splits; ++s) {
-    const float* part = partials + (((b * p.heads + h) * p.splits + s) * Q + r) * kPartialFloats<kMaxD>;
+    const float* part =
+        partials + (((b * p.heads + h) * p.splits + s) * Q + r) * kPartialFloats<kMaxD>;
     fold(part[0], part[1], part + 2, 1);
   }
   // The token's own keys: row r sees rows 0..r (input before predict).

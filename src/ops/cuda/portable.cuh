@@ -1,9 +1,9 @@
 #pragma once
 // What the kernels written in the subset of CUDA that tests/ops/cuda_emulator.h runs on the
 // CPU share (attention_tiled.cuh, decode_attention.cuh): the one dynamic shared-memory array,
-// loop unrolling that keeps per-thread arrays in registers, sums over lanes, bf16 packing, and the bf16
-// tensor-core product. The emulator provides its own dynamic_shared_floats(), float_bits(), bits_float()
-// and mma_bf16_16x8x16(), and the CUDA keywords.
+// loop unrolling that keeps per-thread arrays in registers, sums over lanes, bf16 packing and
+// the bf16 tensor-core product. The emulator provides its own dynamic_shared_floats(),
+// float_bits(), bits_float() and mma_bf16_16x8x16(), and the CUDA keywords.
 #include <cmath>
 #include <cstdint>
 
