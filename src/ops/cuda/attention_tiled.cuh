@@ -53,6 +53,9 @@ struct Shape {
   static constexpr int query_gradient_floats = 2 * kRowBuffer + 2 * kColBuffer + kScoreBuffer;
   static constexpr int key_gradient_floats =
       2 * kRowBuffer + 2 * kColBuffer + 2 * kScoreBuffer + 2 * kTile;
+  // Buffers are laid end to end from a 16-byte aligned base and read as float4.
+  static_assert(kRowBuffer % 4 == 0 && kColBuffer % 4 == 0 && kScoreBuffer % 4 == 0,
+                "every buffer starts 16-byte aligned");
 };
 
 __device__ inline int64_t reach(const Params& p, int64_t key_stream) {
