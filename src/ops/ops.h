@@ -155,7 +155,8 @@ namespace sps::ops {
 // predict slot's row) query rows. Query row r of the chunk's token t in sequence b sees
 //   persistent cache rows [max(0, end + t − ω), end), end = persistent_end[b] (all with ω < 0);
 //   the newest min(ring_len[b], w − t) ring rows (the ring ends at ring_next[b]: row
-//     ring_next − 1 is the newest, the rows wrap around ring_capacity);
+//     ring_next − 1 is the newest, the rows wrap around ring_capacity; a ring not yet full
+//     holds rows [0, ring_len), so ring_next = ring_len until it wraps);
 //   the persistent-slot keys of the chunk's tokens u < t with t − u ≤ ω (all with ω < 0),
 //     the windowed-slot keys of those with t − u ≤ w, and rows 0..r of token t itself,
 // which is exactly the mask of docs/model.md §4 when the caller keeps the cache to the current document
