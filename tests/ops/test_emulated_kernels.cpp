@@ -5,8 +5,10 @@
 //   the kernel's; the small-tile build crosses many tiles, the GPU's build (64 × 64, D ≤ 64)
 //   is run as compiled for it;
 // - the split decode attention (ops/cuda/decode_attention.cuh) against the CPU backend's
-//   decode attention: every family's cache (persistent rows within ω, a ring in any
-//   rotation), one to more splits than rows, unused cache rows NaN.
+//   decode attention: every family's cache (persistent rows within ω, a ring not yet full
+//   or full in any rotation), one to more splits than rows, unused cache rows NaN;
+// - the bf16 tensor-core forward (and the backward on bf16-rounded inputs) against the dense
+//   reference on the same inputs rounded to bf16.
 #include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
 #include "ops/cuda/attention_tiled.cuh"
 #include "ops/cuda/decode_attention.cuh"
@@ -43,19 +45,8 @@ Outputs run_tiled(const std::vector<float>& qkv, const std::vector<float>& dout,
   using Shape = tiled::Shape<kTile, kMaxD>;
   ops::AttentionTilePlan plan;
   ops::plan_attention_tiles(plan, layout, kTile, kTile);
-  const tiled::Params p{layout.batch,
-                        layout.tokens,
-                        layout.streams,
-                        layout.persistent_stream,
-                        layout.window,
-                        layout.persistent_window,
-                        layout.heads,
-                        layout.head_dim,
-                        layout.doc,
-                        reinterpret_cast<const uint8_t*>(plan.kinds.data()),
-                        plan.query_tiles,
-                        float(1.0 / std::sqrt(double(layout.head_dim))),
-                        bf16};
+  const tiled::Params p =
+      tiled::params_of(layout, reinterpret_cast<const uint8_t*>(plan.kinds.data()), kTile, bf16);
   const int64_t S = layout.streams * layout.tokens, HD = layout.heads * layout.head_dim;
   const int64_t rows = layout.batch * S, stats = layout.batch * layout.heads * S;
   Outputs o{std::vector<float>(rows * HD), std::vector<float>(stats),
@@ -200,19 +191,7 @@ void check_split_decode(const testing::DecodeCacheCase& c, int64_t splits) {
   const testing::DecodeCache cache = testing::make_decode_cache(c);
   const ops::DecodeAttentionLayout& l = cache.layout;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const decode::Params p{l.batch,
-                         l.queries,
-                         l.heads,
-                         l.head_dim,
-                         l.window,
-                         l.persistent_window,
-                         l.persistent_capacity,
-                         l.ring_capacity,
-                         l.persistent_end,
-                         l.ring_len,
-                         l.ring_next,
-                         splits,
-                         float(1.0 / std::sqrt(double(l.head_dim)))};
+  const decode::Params p = decode::params_of(l, splits);
   const int64_t pairs_of_heads = l.batch * l.heads;
   std::vector<float> partials(pairs_of_heads * splits * l.queries * decode::kPartialFloats<kMaxD>,
                               nan);

@@ -340,19 +340,7 @@ int64_t split_decode(float* out, const float* qkv, const float* persistent_k,
   const int64_t ring_rows = l.window < l.ring_capacity ? l.window : l.ring_capacity;
   const int64_t splits =
       decode::decode_splits(l.batch, l.heads, persistent_rows + ring_rows, multiprocessors());
-  const decode::Params p{l.batch,
-                         l.queries,
-                         l.heads,
-                         l.head_dim,
-                         l.window,
-                         l.persistent_window,
-                         l.persistent_capacity,
-                         l.ring_capacity,
-                         l.persistent_end,
-                         l.ring_len,
-                         l.ring_next,
-                         splits,
-                         1.0f / sqrtf(float(l.head_dim))};
+  const decode::Params p = decode::params_of(l, splits);
   constexpr size_t kCounterBytes = 256;  // keeps the partials aligned
   const size_t partial_bytes = sizeof(float) * size_t(l.batch * l.heads * splits * l.queries *
                                                       decode::kPartialFloats<kDecodeMaxD>);

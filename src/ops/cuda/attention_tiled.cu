@@ -16,19 +16,8 @@ static_assert(tiled::kSkipped == uint8_t(TileKind::skipped) &&
 using Shape = tiled::Shape<kAttentionTile, kMaxD>;
 
 tiled::Params params_of(const AttentionLayout& l, Precision precision) {
-  return {l.batch,
-          l.tokens,
-          l.streams,
-          l.persistent_stream,
-          l.window,
-          l.persistent_window,
-          l.heads,
-          l.head_dim,
-          l.doc,
-          reinterpret_cast<const uint8_t*>(l.tile_kinds),
-          (l.tokens + kAttentionTile - 1) / kAttentionTile,
-          1.0f / sqrtf(float(l.head_dim)),
-          precision == Precision::bf16};
+  return tiled::params_of(l, reinterpret_cast<const uint8_t*>(l.tile_kinds), kAttentionTile,
+                          precision == Precision::bf16);
 }
 
 // Lets `kernel` use `floats` of dynamic shared memory (above the default 48 KB), once.

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "ops/cuda/portable.cuh"
+#include "ops/ops.h"
 
 namespace sps::ops::cuda::tiled {
 
@@ -37,6 +38,13 @@ struct Params {
   float scale;            // 1/√D
   bool bf16;              // q, k, v and dout rounded to bf16 as they are read
 };
+
+// The parameters for `l` (its arrays device memory) and its tile plan of `tile`-token tiles.
+inline Params params_of(const AttentionLayout& l, const uint8_t* kinds, int64_t tile, bool bf16) {
+  return {l.batch, l.tokens, l.streams, l.persistent_stream, l.window, l.persistent_window,
+          l.heads, l.head_dim, l.doc, kinds, (l.tokens + tile - 1) / tile,
+          1.0f / std::sqrt(float(l.head_dim)), bf16};
+}
 
 template <int kTile, int kMaxD>
 struct Shape {

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "ops/cuda/portable.cuh"
+#include "ops/ops.h"
 
 namespace sps::ops::cuda::decode {
 
@@ -32,6 +33,13 @@ struct Params {
   int64_t splits;
   float scale;  // 1/√D
 };
+
+// The parameters of a step of `l` (its arrays device memory) in `splits` splits.
+inline Params params_of(const DecodeAttentionLayout& l, int64_t splits) {
+  return {l.batch, l.queries, l.heads, l.head_dim, l.window, l.persistent_window,
+          l.persistent_capacity, l.ring_capacity, l.persistent_end, l.ring_len, l.ring_next,
+          splits, 1.0f / std::sqrt(float(l.head_dim))};
+}
 
 // Floats of one partial: max and sum (base-2 scores), then kMaxD output sums.
 template <int kMaxD>
