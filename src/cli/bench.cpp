@@ -136,7 +136,7 @@ void register_attention_bench(CLI::App* bench) {
   static std::string attn_precision = "fp32";
   attention
       ->add_option("--precision", attn_precision,
-                   "fp32 (default) or bf16: the GPU's bf16 attention (tensor-core forward)")
+                   "fp32 (default) or bf16: the GPU's tensor-core attention")
       ->capture_default_str();
   const std::string& device = add_device_option(attention, "sps bench attention");
   attention->callback([&device] {

@@ -43,11 +43,12 @@ std::string name(const Case& c) {
 // layout carries the tile plan the blocked kernels read (heads above 64 still take the
 // reference kernels). The pair count is exact: the visible pairs (reference) or the plan's.
 // With Precision::bf16 the CPU computes on the inputs rounded to bf16 here; the GPU also
-// rounds P to bf16 before P·V and sums in another order, hence the wider tolerances.
+// rounds P and dS to bf16 before their products and sums in another order, hence the wider
+// tolerances.
 void check_against_the_cpu(const std::vector<Case>& cases, bool tiled,
                            ops::Precision precision = ops::Precision::fp32) {
   const bool bf16 = precision == ops::Precision::bf16;
-  const double out_tolerance = bf16 ? 3e-3 : 1e-4, dqkv_tolerance = bf16 ? 1e-2 : 1e-4;
+  const double out_tolerance = bf16 ? 3e-3 : 1e-4, dqkv_tolerance = bf16 ? 5e-3 : 1e-4;
   std::mt19937_64 rng(3);
   for (const Case& c : cases) {
     SCOPED_TRACE(name(c) + (tiled ? ", tiled" : ", reference") + (bf16 ? ", bf16" : ""));
@@ -139,7 +140,7 @@ TEST(CudaAttention, BlockedKernelsMatchTheCpuBackendForEveryMask) {
   check_against_the_cpu(cases, true);
 }
 
-// The same on bf16 operands (the forward on tensor cores) for heads the blocked kernels take.
+// The same on the bf16 tensor-core kernels, forward and backward, for heads they take.
 TEST(CudaAttention, BlockedBf16KernelsMatchTheCpuBackendOnRoundedInputs) {
   SPS_REQUIRE_GPU();
   std::vector<Case> cases = every_mask(150, 64);

@@ -7,8 +7,8 @@
 // - the split decode attention (ops/cuda/decode_attention.cuh) against the CPU backend's
 //   decode attention: every family's cache (persistent rows within ω, a ring not yet full
 //   or full in any rotation), one to more splits than rows, unused cache rows NaN;
-// - the bf16 tensor-core forward (and the backward on bf16-rounded inputs) against the dense
-//   reference on the same inputs rounded to bf16.
+// - the bf16 tensor-core forward and backward against the dense reference on the same inputs
+//   rounded to bf16.
 #include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
 #include "ops/cuda/attention_tiled.cuh"
 #include "ops/cuda/decode_attention.cuh"
@@ -37,7 +37,7 @@ struct Outputs {
 };
 
 // Forward and backward through the emulated kernels, the tile plan built as the backend
-// builds it; with `bf16`, the tensor-core forward and the backward on bf16-rounded inputs.
+// builds it; with `bf16`, the tensor-core kernels.
 // layout.doc and doc_start are host arrays here.
 template <int kTile, int kMaxD>
 Outputs run_tiled(const std::vector<float>& qkv, const std::vector<float>& dout,
@@ -46,34 +46,42 @@ Outputs run_tiled(const std::vector<float>& qkv, const std::vector<float>& dout,
   ops::AttentionTilePlan plan;
   ops::plan_attention_tiles(plan, layout, kTile, kTile);
   const tiled::Params p =
-      tiled::params_of(layout, reinterpret_cast<const uint8_t*>(plan.kinds.data()), kTile, bf16);
+      tiled::params_of(layout, reinterpret_cast<const uint8_t*>(plan.kinds.data()), kTile);
   const int64_t S = layout.streams * layout.tokens, HD = layout.heads * layout.head_dim;
   const int64_t rows = layout.batch * S, stats = layout.batch * layout.heads * S;
   Outputs o{std::vector<float>(rows * HD), std::vector<float>(stats),
             std::vector<float>(rows * 3 * HD)};
   std::vector<float> delta(stats);
   const tiled::Grid g = tiled::tile_grid(p);
-  const dim3 grid{g.x, g.y, g.z}, block{unsigned(Shape::kThreads), 1, 1};
+  const dim3 grid{g.x, g.y, g.z};
+  const auto* out = o.out.data();
+  const auto* lse = o.lse.data();
+  const auto* scratch = delta.data();
   if constexpr (kTile == tiled::Bf16Shape<kMaxD>::kTile) {
     if (bf16) {
       using Bf16 = tiled::Bf16Shape<kMaxD>;
-      cuda_emulator::launch(grid, dim3{unsigned(Bf16::kThreads), 1, 1}, Bf16::shared_bytes,
-                            tiled::forward_bf16_kernel<kMaxD>, o.out.data(), o.lse.data(),
-                            qkv.data(), p);
+      const dim3 block{unsigned(Bf16::kThreads), 1, 1};
+      cuda_emulator::launch(grid, block, Bf16::forward_bytes, tiled::forward_bf16_kernel<kMaxD>,
+                            o.out.data(), o.lse.data(), qkv.data(), p);
+      cuda_emulator::launch(grid, block, Bf16::query_gradient_bytes,
+                            tiled::query_gradient_bf16_kernel<kMaxD>, o.dqkv.data(), delta.data(),
+                            dout.data(), qkv.data(), out, lse, p);
+      cuda_emulator::launch(grid, block, Bf16::key_gradient_bytes,
+                            tiled::key_gradient_bf16_kernel<kMaxD>, o.dqkv.data(), scratch,
+                            dout.data(), qkv.data(), lse, p);
+      return o;
     }
   }
-  if (!bf16)
-    cuda_emulator::launch(grid, block, sizeof(float) * Shape::forward_floats,
-                          tiled::forward_kernel<kTile, kMaxD>, o.out.data(), o.lse.data(),
-                          qkv.data(), p);
+  const dim3 block{unsigned(Shape::kThreads), 1, 1};
+  cuda_emulator::launch(grid, block, sizeof(float) * Shape::forward_floats,
+                        tiled::forward_kernel<kTile, kMaxD>, o.out.data(), o.lse.data(), qkv.data(),
+                        p);
   cuda_emulator::launch(grid, block, sizeof(float) * Shape::query_gradient_floats,
                         tiled::query_gradient_kernel<kTile, kMaxD>, o.dqkv.data(), delta.data(),
-                        dout.data(), qkv.data(), static_cast<const float*>(o.out.data()),
-                        static_cast<const float*>(o.lse.data()), p);
+                        dout.data(), qkv.data(), out, lse, p);
   cuda_emulator::launch(grid, block, sizeof(float) * Shape::key_gradient_floats,
-                        tiled::key_gradient_kernel<kTile, kMaxD>, o.dqkv.data(),
-                        static_cast<const float*>(delta.data()), dout.data(), qkv.data(),
-                        static_cast<const float*>(o.lse.data()), p);
+                        tiled::key_gradient_kernel<kTile, kMaxD>, o.dqkv.data(), scratch,
+                        dout.data(), qkv.data(), lse, p);
   return o;
 }
 
@@ -154,10 +162,10 @@ TEST(AttentionTiledKernels, TheGpuBuildMatchesTheReference) {
       {{2, 0, 64, -1, 130, 64, 1}, {2, 1, 7, 50, 70, 40, 2}, {1, 0, 0, -1, 129, 64, 1}});
 }
 
-// The bf16 path against the dense double reference on the same inputs rounded to bf16: the
-// only other rounding is P's to bf16 before P·V (forward) and the order of the sums, so the
-// outputs agree to well under bf16's step, the log-sum-exps to fp32's; and the result is
-// visibly not the fp32 kernels'.
+// The bf16 kernels against the dense double reference on the same inputs rounded to bf16: the
+// only other roundings are P's and dS's to bf16 before their products and the order of the
+// sums, so the outputs and gradients agree to well under bf16's step, the log-sum-exps to
+// fp32's; and both are visibly not the fp32 kernels'.
 TEST(AttentionTiledKernels, Bf16PathMatchesTheReferenceOnRoundedInputs) {
   std::mt19937_64 rng(13);
   for (const Case& c : std::vector<Case>{
@@ -169,9 +177,10 @@ TEST(AttentionTiledKernels, Bf16PathMatchesTheReferenceOnRoundedInputs) {
     const Outputs bf16 = run_tiled<64, 64>(qkv, dout, x.layout, true);
     EXPECT_LT(max_relative_error(bf16.out, x.out), 3e-3);
     EXPECT_LT(max_relative_error(bf16.lse, x.lse), 2e-6);
-    EXPECT_LT(max_relative_error(bf16.dqkv, x.dqkv), 1e-2);
+    EXPECT_LT(max_relative_error(bf16.dqkv, x.dqkv), 5e-3);
     const Outputs fp32 = run_tiled<64, 64>(qkv, dout, x.layout);
     EXPECT_GT(max_relative_error(bf16.out, fp32.out), 1e-4);
+    EXPECT_GT(max_relative_error(bf16.dqkv, fp32.dqkv), 1e-4);
   }
 }
 

@@ -15,9 +15,12 @@ static_assert(tiled::kSkipped == uint8_t(TileKind::skipped) &&
               tiled::kPartial == uint8_t(TileKind::partial));
 using Shape = tiled::Shape<kAttentionTile, kMaxD>;
 
-tiled::Params params_of(const AttentionLayout& l, Precision precision) {
-  return tiled::params_of(l, reinterpret_cast<const uint8_t*>(l.tile_kinds), kAttentionTile,
-                          precision == Precision::bf16);
+using Bf16 = tiled::Bf16Shape<kMaxD>;
+static_assert(Bf16::kTile == kAttentionTile && Bf16::forward_bytes <= 48 * 1024 &&
+              Bf16::query_gradient_bytes <= 48 * 1024 && Bf16::key_gradient_bytes <= 48 * 1024);
+
+tiled::Params params_of(const AttentionLayout& l) {
+  return tiled::params_of(l, reinterpret_cast<const uint8_t*>(l.tile_kinds), kAttentionTile);
 }
 
 // Lets `kernel` use `floats` of dynamic shared memory (above the default 48 KB), once.
@@ -45,12 +48,10 @@ bool tiled_attention_applies(const AttentionLayout& l) {
 
 void tiled_attention_forward(float* out, float* lse, const float* qkv,
                              const AttentionLayout& layout, Precision precision) {
-  const tiled::Params p = params_of(layout, precision);
+  const tiled::Params p = params_of(layout);
   if (precision == Precision::bf16) {
-    using Bf16 = tiled::Bf16Shape<kMaxD>;
-    static_assert(Bf16::kTile == kAttentionTile && Bf16::shared_bytes <= 48 * 1024);
     tiled::forward_bf16_kernel<kMaxD>
-        <<<grid_of(p), Bf16::kThreads, Bf16::shared_bytes>>>(out, lse, qkv, p);
+        <<<grid_of(p), Bf16::kThreads, Bf16::forward_bytes>>>(out, lse, qkv, p);
     check(cudaGetLastError(), "tiled bf16 attention forward launch");
     return;
   }
@@ -65,6 +66,17 @@ void tiled_attention_forward(float* out, float* lse, const float* qkv,
 void tiled_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv,
                               const float* out, const float* lse, const AttentionLayout& layout,
                               Precision precision) {
+  const tiled::Params p = params_of(layout);
+  if (precision == Precision::bf16) {
+    tiled::query_gradient_bf16_kernel<kMaxD>
+        <<<grid_of(p), Bf16::kThreads, Bf16::query_gradient_bytes>>>(dqkv, delta, dout, qkv, out,
+                                                                     lse, p);
+    check(cudaGetLastError(), "tiled bf16 attention query gradient launch");
+    tiled::key_gradient_bf16_kernel<kMaxD>
+        <<<grid_of(p), Bf16::kThreads, Bf16::key_gradient_bytes>>>(dqkv, delta, dout, qkv, lse, p);
+    check(cudaGetLastError(), "tiled bf16 attention key gradient launch");
+    return;
+  }
   static bool query_ready = false, key_ready = false;
   auto* query_kernel = tiled::query_gradient_kernel<kAttentionTile, kMaxD>;
   auto* key_kernel = tiled::key_gradient_kernel<kAttentionTile, kMaxD>;
@@ -72,7 +84,6 @@ void tiled_attention_backward(float* dqkv, float* delta, const float* dout, cons
                                           "tiled attention query gradient");
   const size_t key_bytes = allow_shared(key_kernel, Shape::key_gradient_floats, key_ready,
                                         "tiled attention key gradient");
-  const tiled::Params p = params_of(layout, precision);
   query_kernel<<<grid_of(p), Shape::kThreads, query_bytes>>>(dqkv, delta, dout, qkv, out, lse, p);
   check(cudaGetLastError(), "tiled attention query gradient launch");
   key_kernel<<<grid_of(p), Shape::kThreads, key_bytes>>>(dqkv, delta, dout, qkv, lse, p);

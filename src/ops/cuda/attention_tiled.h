@@ -12,8 +12,8 @@ namespace sps::ops::cuda {
 constexpr int64_t kAttentionTile = 64;
 
 bool tiled_attention_applies(const AttentionLayout& layout);
-// bf16: the forward on bf16 tensor cores, the backward reading q, k, v and dout rounded to
-// bf16 (fp32 sums and softmax throughout).
+// bf16: forward and backward on bf16 tensor cores (q, k, v, dout, P and dS rounded to bf16;
+// fp32 sums and softmax throughout).
 void tiled_attention_forward(float* out, float* lse, const float* qkv,
                              const AttentionLayout& layout, Precision precision);
 // delta: B·H·S floats of scratch, written by the query kernel and read by the key kernel.

@@ -37,8 +37,7 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
 // Attention (ops/cuda/attention.cu): the blocked kernels over the layout's tile plan where it
 // carries one (attention_tiled.h), else the reference kernels, one warp per slot over exactly
 // the visible pairs; the layout's arrays are device memory. Returns the pairs computed.
-// Precision::bf16 (the blocked kernels only): the forward on bf16 tensor cores, the backward
-// on q, k, v and dout rounded to bf16.
+// Precision::bf16 (the blocked kernels only): forward and backward on bf16 tensor cores.
 int64_t attention_forward(float* out, float* lse, const float* qkv, const AttentionLayout& layout,
                           Precision precision = Precision::fp32);
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
