@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/decode_keys.h"
 #include "util/error.h"
 
 namespace sps {
@@ -188,6 +189,11 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   attn.persistent_window = c.persistent_key_window;
   attn.persistent_capacity = cache_.shape().persistent_capacity;
   attn.ring_capacity = ring_capacity;
+  // Counted from the host's lengths: a device backend is never asked for a count.
+  attn.persistent_end = cache_.persistent_lengths();
+  attn.ring_len = cache_.ring_lengths();
+  attn.ring_next = ring_next_.data();
+  last_step_pairs_ = L_ * ops::decode_attention_pairs(attn);
   device_persistent_end_.upload(cache_.persistent_lengths(), B);
   device_ring_len_.upload(cache_.ring_lengths(), B);
   device_ring_next_.upload(ring_next_.data(), B);
@@ -200,7 +206,6 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   const T* W = model_.weights();
   const int32_t* pos = device_positions_.data();
   T *h = h_.data(), *n = n_.data(), *qkv = qkv_.data(), *att = att_.data();
-  last_step_pairs_ = 0;
   backend_.embedding_forward(h, device_tokens_.data(), W + table.wte(), slots, d);
   for (int64_t l = 0; l < L_; ++l) {
     const LayerParams& p = table.layer(l);
@@ -208,9 +213,8 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     model_.block_linear(qkv, n, p.c_attn, slots, d, 3 * d, false, true);
     backend_.rope_forward(qkv, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
     backend_.rope_forward(qkv + d, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
-    last_step_pairs_ += backend_.attention_decode(att, qkv, cache_.persistent_k(l),
-                                              cache_.persistent_v(l), cache_.ring_k(l),
-                                              cache_.ring_v(l), attn);
+    backend_.attention_decode(att, qkv, cache_.persistent_k(l), cache_.persistent_v(l),
+                              cache_.ring_k(l), cache_.ring_v(l), attn);
     // In the last layer only the readout stream's rows still matter (the other stream's keys
     // and values are computed above): move them to the front and skip the rest's projection
     // and MLP, which feed nothing. Each row's arithmetic is unchanged.

@@ -169,9 +169,9 @@ class Backend : public Memory {
                                     const AttentionLayout& layout) const = 0;
   virtual void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out,
                                   const T* lse, const AttentionLayout& layout) const = 0;
-  virtual int64_t attention_decode(T* out, const T* qkv, const T* persistent_k,
-                                   const T* persistent_v, const T* ring_k, const T* ring_v,
-                                   const DecodeAttentionLayout& layout) const = 0;
+  virtual void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
+                                const T* ring_k, const T* ring_v,
+                                const DecodeAttentionLayout& layout) const = 0;
 
   virtual void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
                             const AdamWStep& step) const = 0;

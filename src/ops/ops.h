@@ -181,10 +181,10 @@ struct DecodeAttentionLayout {
 // qkv: [B·K·Q, 3·H·D] the chunk's rows, q | k | v after RoPE, token t of sequence b at rows
 // (b·K + t)·Q .. +Q−1. persistent_k, persistent_v: [B, H, persistent_capacity, D]; ring_k,
 // ring_v: [B, H, ring_capacity, D] (K after RoPE). out: [B·K·Q, H·D]. Scale 1/√D, fp32 softmax
-// statistics for float. Returns the number of query-key score pairs computed.
+// statistics for float. decode_keys.h counts the score pairs it computes.
 template <typename T>
-int64_t attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
-                         const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout);
+void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
+                      const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout);
 
 }  // namespace sps::ops
 

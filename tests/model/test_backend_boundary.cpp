@@ -13,6 +13,7 @@
 #include "model/backend_lockstep.h"
 #include "model/flops.h"
 #include "ops/attention_plan.h"
+#include "ops/decode_keys.h"
 #include "train/optimizer.h"
 #include "util/temp_dir.h"
 
@@ -151,14 +152,13 @@ class CheckingBackend final : public ops::Backend<float> {
     check_tile_plan("attention_backward", layout);
     cpu().attention_backward(dqkv, dout, qkv, out, lse, layout);
   }
-  int64_t attention_decode(float* out, const float* qkv, const float* pk, const float* pv,
-                           const float* rk, const float* rv,
-                           const ops::DecodeAttentionLayout& layout) const override {
+  void attention_decode(float* out, const float* qkv, const float* pk, const float* pv,
+                        const float* rk, const float* rv,
+                        const ops::DecodeAttentionLayout& layout) const override {
     check("attention_decode", {out, qkv, pk, pv, rk, rv, layout.persistent_end, layout.ring_len,
                                layout.ring_next});
-    const int64_t pairs = cpu().attention_decode(out, qkv, pk, pv, rk, rv, layout);
-    decode_pairs += pairs;
-    return pairs;
+    decode_pairs += ops::decode_attention_pairs(layout);  // its own memory is host memory
+    cpu().attention_decode(out, qkv, pk, pv, rk, rv, layout);
   }
   void adamw_update(float* w, const float* g, float* m, float* v, int64_t n,
                     const ops::AdamWStep& step) const override {

@@ -13,6 +13,7 @@
 
 #include "gradcheck.h"
 #include "ops/attention_reference.h"
+#include "ops/decode_keys.h"
 #include "ops/ops.h"
 
 namespace sps {
@@ -114,9 +115,9 @@ void check_decode(const DecodeCase& c, uint64_t seed, double tolerance) {
   layout.persistent_end = p_end.data();
   layout.ring_len = ring_len.data();
   std::vector<T> out(B * Q * HD, nan);
-  const int64_t pairs = ops::attention_decode(out.data(), step_qkv.data(), pk.data(), pv.data(),
-                                              Cr ? rk.data() : nullptr, Cr ? rv.data() : nullptr,
-                                              layout);
+  ops::attention_decode(out.data(), step_qkv.data(), pk.data(), pv.data(), Cr ? rk.data() : nullptr,
+                        Cr ? rv.data() : nullptr, layout);
+  const int64_t pairs = ops::decode_attention_pairs(layout);
   int64_t keys = 0;
   for (int64_t b = 0; b < B; ++b) keys += p_end[b] - p_begin[b] + ring_len[b];
   EXPECT_EQ(pairs, H * (Q * keys + B * Q * (Q + 1) / 2));

@@ -19,6 +19,7 @@
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/ring_split.h"
+#include "ops/decode_keys.h"
 #include "ops/ops.h"
 #include "util/error.h"
 
@@ -128,31 +129,6 @@ inline void absorb_rows(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, 
     const int64_t n = std::min(kDecodeKeyChunk, rows - k0);
     absorb(s, K + k0 * ld, V + k0 * ld, ld, n, D, nullptr);
   }
-}
-
-// What token t of sequence b sees before its own rows (the rule in ops.h).
-struct TokenKeys {
-  int64_t persistent_begin = 0, persistent_end = 0;  // cache rows
-  int64_t ring = 0;                                  // newest ring rows
-  int64_t chunk_persistent_begin = 0;                // chunk tokens [begin, t)
-  int64_t chunk_window_begin = 0;                    // chunk tokens [begin, t), Q = 2
-};
-
-inline TokenKeys token_keys(const DecodeAttentionLayout& L, int64_t b, int64_t t) {
-  TokenKeys k;
-  const int64_t omega = L.persistent_window;
-  k.persistent_end = L.persistent_end ? L.persistent_end[b] : 0;
-  k.persistent_begin = omega >= 0 ? std::clamp<int64_t>(k.persistent_end + t - omega, 0, k.persistent_end) : 0;
-  k.ring = std::clamp<int64_t>(L.window - t, 0, L.ring_len ? L.ring_len[b] : 0);
-  k.chunk_persistent_begin = omega >= 0 ? std::max<int64_t>(0, t - omega) : 0;
-  k.chunk_window_begin = std::max<int64_t>(0, t - L.window);
-  return k;
-}
-
-// Keys token t's query rows see before its own rows.
-inline int64_t keys_before(const TokenKeys& k, int64_t t, int64_t Q) {
-  return k.persistent_end - k.persistent_begin + k.ring + (t - k.chunk_persistent_begin) +
-         (Q == 2 ? t - k.chunk_window_begin : 0);
 }
 
 template <typename T, int Q>
@@ -317,10 +293,9 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
 }
 
 template <typename T, int Q>
-int64_t decode_all(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
-                   const T* ring_k, const T* ring_v, const DecodeAttentionLayout& L) {
+void decode_all(T* out, const T* qkv, const T* persistent_k, const T* persistent_v, const T* ring_k,
+                const T* ring_v, const DecodeAttentionLayout& L) {
   const int64_t B = L.batch, H = L.heads;
-  int64_t keys = 0;  // keys seen before the own rows, summed over sequences and tokens
   for (int64_t b = 0; b < B; ++b) {
     const int64_t end = L.persistent_end ? L.persistent_end[b] : 0;
     const int64_t ring = L.ring_len ? L.ring_len[b] : 0;
@@ -328,9 +303,8 @@ int64_t decode_all(T* out, const T* qkv, const T* persistent_k, const T* persist
     SPS_ASSERT(0 <= end && end <= L.persistent_capacity);
     SPS_ASSERT(0 <= ring && ring <= L.ring_capacity && 0 <= next && next <= L.ring_capacity);
     SPS_ASSERT(L.ring_capacity == 0 || (ring_k != nullptr && ring_v != nullptr));
-    for (int64_t t = 0; t < L.tokens; ++t) keys += keys_before(token_keys(L, b, t), t, Q);
   }
-  const int64_t pairs = H * (Q * keys + B * L.tokens * Q * (Q + 1) / 2);
+  const int64_t pairs = decode_attention_pairs(L);
   const bool parallel = pairs * L.head_dim >= cpu::kParallelThreshold && B * H > 1;
   const bool tiled = L.tokens * Q >= kMinTiledRows;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
@@ -338,29 +312,30 @@ int64_t decode_all(T* out, const T* qkv, const T* persistent_k, const T* persist
     if (tiled)
       decode_head_tiled<T>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H, task % H);
     else
-      decode_head<T, Q>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H, task % H);
-  return pairs;
+      decode_head<T, Q>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H,
+                        task % H);
 }
 
 }  // namespace
 
 template <typename T>
-int64_t attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
-                         const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout) {
+void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
+                      const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout) {
   SPS_ASSERT(layout.batch >= 0 && layout.tokens >= 1 && layout.heads > 0 && layout.head_dim > 0);
   SPS_ASSERT(layout.window >= 0 && (layout.persistent_stream == 0 || layout.persistent_stream == 1));
   SPS_ASSERT(layout.head_dim <= kMaxHeadDim);
   SPS_ASSERT(layout.persistent_capacity == 0 || (persistent_k != nullptr && persistent_v != nullptr));
-  if (layout.queries == 1)
-    return decode_all<T, 1>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+  if (layout.queries == 1) {
+    decode_all<T, 1>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+    return;
+  }
   SPS_ASSERT(layout.queries == 2);
-  return decode_all<T, 2>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+  decode_all<T, 2>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
 }
 
-template int64_t attention_decode<float>(float*, const float*, const float*, const float*,
-                                         const float*, const float*, const DecodeAttentionLayout&);
-template int64_t attention_decode<double>(double*, const double*, const double*, const double*,
-                                          const double*, const double*,
-                                          const DecodeAttentionLayout&);
+template void attention_decode<float>(float*, const float*, const float*, const float*,
+                                      const float*, const float*, const DecodeAttentionLayout&);
+template void attention_decode<double>(double*, const double*, const double*, const double*,
+                                       const double*, const double*, const DecodeAttentionLayout&);
 
 }  // namespace sps::ops

@@ -108,10 +108,10 @@ class CpuBackend final : public Backend<T> {
                           const AttentionLayout& layout) const override {
     ops::attention_backward(dqkv, dout, qkv, out, lse, layout);
   }
-  int64_t attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
-                           const T* ring_k, const T* ring_v,
-                           const DecodeAttentionLayout& layout) const override {
-    return ops::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+  void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
+                        const T* ring_k, const T* ring_v,
+                        const DecodeAttentionLayout& layout) const override {
+    ops::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
   }
   void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
                     const AdamWStep& step) const override {

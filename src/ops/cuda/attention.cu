@@ -209,9 +209,8 @@ __global__ void key_gradient_kernel(float* dqkv, const float* delta, const float
 // visible persistent cache rows, ring rows (newest first), earlier chunk tokens' keys and its
 // own token's rows 0..r.
 __global__ void decode_kernel(float* out, const float* qkv, const float* persistent_k,
-                              const float* persistent_v, const float* ring_k,
-                              const float* ring_v, DecodeAttentionLayout l, float scale,
-                              unsigned long long* pairs) {
+                              const float* persistent_v, const float* ring_k, const float* ring_v,
+                              DecodeAttentionLayout l, float scale) {
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   if (warp >= l.batch * l.heads * l.tokens * l.queries) return;
   const int64_t r = warp % l.queries, t = (warp / l.queries) % l.tokens;
@@ -222,10 +221,8 @@ __global__ void decode_kernel(float* out, const float* qkv, const float* persist
   float q[kMaxPerLane];
   load(q, qkv + (token_row + r) * ld + h * D, D);
   OnlineSoftmax softmax;
-  unsigned long long seen = 0;
   const auto absorb = [&](const float* key, const float* value) {
     softmax.absorb(dot(q, key, D) * scale, value, D);
-    ++seen;
   };
   // Cached persistent rows, within ω of this token.
   const int64_t end = l.persistent_end[b];
@@ -260,12 +257,11 @@ __global__ void decode_kernel(float* out, const float* qkv, const float* persist
     absorb(key, key + HD);
   }
   softmax.write(out + (token_row + r) * HD + h * D, D);
-  if (threadIdx.x % kWarp == 0) atomicAdd(pairs, seen);
 }
 
-// Device memory that only grows, for the pair counter and the backward's delta (no call
-// uses both): after the largest shape has run, no call allocates. One process drives one
-// GPU from one thread, and freeing waits for the kernels that used the old block.
+// Device memory that only grows, for the pair counter, the backward's delta and the decode
+// partials (no call uses two): after the largest shape has run, no call allocates. One process
+// drives one GPU from one thread, and freeing waits for the kernels that used the old block.
 void* scratch(size_t bytes) {
   static void* block = nullptr;
   static size_t size = 0;
@@ -330,9 +326,9 @@ int multiprocessors() {
 }
 
 // A step of one token per sequence on the split kernels of decode_attention.cuh.
-int64_t split_decode(float* out, const float* qkv, const float* persistent_k,
-                     const float* persistent_v, const float* ring_k, const float* ring_v,
-                     const DecodeAttentionLayout& l) {
+void split_decode(float* out, const float* qkv, const float* persistent_k,
+                  const float* persistent_v, const float* ring_k, const float* ring_v,
+                  const DecodeAttentionLayout& l) {
   const int64_t persistent_rows =
       l.persistent_window >= 0 && l.persistent_window < l.persistent_capacity
           ? l.persistent_window
@@ -341,40 +337,36 @@ int64_t split_decode(float* out, const float* qkv, const float* persistent_k,
   const int64_t splits =
       decode::decode_splits(l.batch, l.heads, persistent_rows + ring_rows, multiprocessors());
   const decode::Params p = decode::params_of(l, splits);
-  constexpr size_t kCounterBytes = 256;  // keeps the partials aligned
   const size_t partial_bytes = sizeof(float) * size_t(l.batch * l.heads * splits * l.queries *
                                                       decode::kPartialFloats<kDecodeMaxD>);
-  char* block = static_cast<char*>(scratch(kCounterBytes + partial_bytes));
-  auto* pairs = reinterpret_cast<unsigned long long*>(block);
-  auto* partials = reinterpret_cast<float*>(block + kCounterBytes);
-  check(cudaMemset(pairs, 0, sizeof(*pairs)), "decode pair count");
+  auto* partials = static_cast<float*>(scratch(partial_bytes));
   const size_t shared = sizeof(float) * decode::kGroups * decode::kMaxQueries * (2 + kDecodeMaxD);
   decode::split_kernel<kDecodeMaxD>
       <<<dim3(unsigned(splits), unsigned(l.batch * l.heads)), decode::kThreads, shared>>>(
           partials, qkv, persistent_k, persistent_v, ring_k, ring_v, p);
   check(cudaGetLastError(), "decode attention split launch");
   decode::merge_kernel<kDecodeMaxD>
-      <<<unsigned(l.batch * l.heads), 32 * decode::kMaxQueries>>>(out, pairs, partials, qkv, p);
+      <<<unsigned(l.batch * l.heads), 32 * decode::kMaxQueries>>>(out, partials, qkv, p);
   check(cudaGetLastError(), "decode attention merge launch");
-  return read_pair_counter(pairs);
 }
 
 }  // namespace
 
-int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
-                         const float* persistent_v, const float* ring_k, const float* ring_v,
-                         const DecodeAttentionLayout& layout) {
+void attention_decode(float* out, const float* qkv, const float* persistent_k,
+                      const float* persistent_v, const float* ring_k, const float* ring_v,
+                      const DecodeAttentionLayout& layout) {
   const int64_t warps = layout.batch * layout.heads * layout.tokens * layout.queries;
-  if (warps == 0) return 0;
-  if (layout.tokens == 1 && layout.queries <= decode::kMaxQueries && layout.head_dim <= kDecodeMaxD)
-    return split_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+  if (warps == 0) return;
+  if (layout.tokens == 1 && layout.queries <= decode::kMaxQueries &&
+      layout.head_dim <= kDecodeMaxD) {
+    split_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+    return;
+  }
   if (layout.head_dim > kWarp * kMaxPerLane) fail_head_dim(layout.head_dim, kWarp * kMaxPerLane);
-  unsigned long long* pairs = zeroed_pair_counter();
   decode_kernel<<<unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
                   kWarp * kWarpsPerBlock>>>(out, qkv, persistent_k, persistent_v, ring_k, ring_v,
-                                            layout, 1.0f / sqrtf(float(layout.head_dim)), pairs);
+                                            layout, 1.0f / sqrtf(float(layout.head_dim)));
   check(cudaGetLastError(), "decode attention launch");
-  return read_pair_counter(pairs);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,

@@ -110,10 +110,10 @@ class CudaBackend final : public Backend<float> {
                           const float* lse, const AttentionLayout& layout) const override {
     cuda::attention_backward(dqkv, dout, qkv, out, lse, layout, operands_);
   }
-  int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
-                           const float* persistent_v, const float* ring_k, const float* ring_v,
-                           const DecodeAttentionLayout& layout) const override {
-    return cuda::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+  void attention_decode(float* out, const float* qkv, const float* persistent_k,
+                        const float* persistent_v, const float* ring_k, const float* ring_v,
+                        const DecodeAttentionLayout& layout) const override {
+    cuda::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
   }
   void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
                     const AdamWStep& step) const override {

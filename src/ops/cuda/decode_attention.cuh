@@ -176,12 +176,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Grid: x = sequence · H + head; warp r of the block finishes query row r. `pairs` counts
-// the score pairs (one per cached row and own key, per query row and head).
+// Grid: x = sequence · H + head; warp r of the block finishes query row r.
 template <int kMaxD>
 __global__ void __launch_bounds__(32 * kMaxQueries)
-    merge_kernel(float* out, unsigned long long* pairs, const float* partials, const float* qkv,
-                 Params p) {
+    merge_kernel(float* out, const float* partials, const float* qkv, Params p) {
   constexpr int kPer = kMaxD / 32;
   const int64_t b = blockIdx.x / p.heads, h = blockIdx.x % p.heads;
   const int64_t D = p.head_dim, HD = p.heads * D, ld = 3 * HD, Q = p.queries;
@@ -222,7 +220,6 @@ __global__ void __launch_bounds__(32 * kMaxQueries)
   SPS_UNROLL
   for (int j = 0; j < kPer; ++j)
     if (lane + 32 * j < D) dst[lane + 32 * j] = acc[j] / sum;
-  if (lane == 0) atomicAdd(pairs, (unsigned long long)(rows_of(p, b).size() + r + 1));
 }
 
 }  // namespace sps::ops::cuda::decode

@@ -45,11 +45,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         Precision precision = Precision::fp32);
 // Decode attention: a step of one token per sequence with heads of up to 64 on the split
 // kernels (decode_attention.cuh: each cached key read once for both query rows), else the
-// reference kernel. The layout's per-sequence counts are device memory. Returns the pairs
-// computed.
-int64_t attention_decode(float* out, const float* qkv, const float* persistent_k,
-                         const float* persistent_v, const float* ring_k, const float* ring_v,
-                         const DecodeAttentionLayout& layout);
+// reference kernel. The layout's per-sequence counts are device memory; nothing is read
+// back (decode_keys.h counts the pairs on the host).
+void attention_decode(float* out, const float* qkv, const float* persistent_k,
+                      const float* persistent_v, const float* ring_k, const float* ring_v,
+                      const DecodeAttentionLayout& layout);
 
 void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
                   const AdamWStep& step);
