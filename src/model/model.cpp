@@ -384,9 +384,20 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
     backend_.rmsnorm_forward(nf_ + b * T_ * d, rstdf_ + b * T_, rows_in, W + table_.output_norm(),
                          T_, d, config_.norm_eps);
   }
-  const T row_grad = layout_.kept > 0 ? T(grad_scale / double(layout_.kept)) : T(0);
-  for (int64_t r0 = 0; r0 < B * T_; r0 += kLmHeadChunk) {
-    const int64_t n = std::min(kLmHeadChunk, B * T_ - r0);
+  // Each row's loss weight goes up once and the losses come down once, after the last chunk,
+  // so a device backend runs the chunks without waiting on the host.
+  const int64_t readout_rows = B * T_;
+  T* dnll = dgate_up_;  // free until the layers' backward starts
+  if (backward) {
+    const T row_grad = layout_.kept > 0 ? T(grad_scale / double(layout_.kept)) : T(0);
+    const double* weight = backward_options.loss_weight;
+    host_rows_.resize(readout_rows);
+    for (int64_t k = 0; k < readout_rows; ++k)
+      host_rows_[k] = weight ? T(grad_scale * weight[k]) : layout_.keep[k] ? row_grad : T(0);
+    backend_.upload(dnll, host_rows_.data(), sizeof(T) * readout_rows);
+  }
+  for (int64_t r0 = 0; r0 < readout_rows; r0 += kLmHeadChunk) {
+    const int64_t n = std::min(kLmHeadChunk, readout_rows - r0);
     const int32_t* targets = readout_targets_.data() + r0;
     backend_.linear_forward(logits_, nf_ + r0 * d, E, n, d, V, false);
     backend_.cross_entropy_forward(nll_ + r0, lse_head_ + r0, logits_, targets, n, V);
@@ -395,24 +406,18 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
       backend_.download(host_rows_.data(), logits_, sizeof(T) * n * V);
       for (int64_t k = 0; k < n * V; ++k) options.logits[r0 * V + k] = double(host_rows_[k]);
     }
-    host_rows_.resize(n);
-    backend_.download(host_rows_.data(), nll_ + r0, sizeof(T) * n);
-    for (int64_t k = 0; k < n; ++k) {
-      if (options.nll) options.nll[r0 + k] = double(host_rows_[k]);
-      if (layout_.keep[r0 + k]) result.nll_sum += double(host_rows_[k]);
-    }
     if (!backward) continue;
-    const double* weight = backward_options.loss_weight;
-    for (int64_t k = 0; k < n; ++k)
-      host_rows_[k] =
-          weight ? T(grad_scale * weight[r0 + k]) : layout_.keep[r0 + k] ? row_grad : T(0);
-    T* dnll = dgate_up_;  // free until the layers' backward starts
-    backend_.upload(dnll, host_rows_.data(), sizeof(T) * n);
-    backend_.cross_entropy_backward(logits_, logits_, lse_head_ + r0, targets, dnll, n, V);
+    backend_.cross_entropy_backward(logits_, logits_, lse_head_ + r0, targets, dnll + r0, n, V);
     if (backward_options.observer)
       backward_options.observer->linear(table_.wte(), nf_ + r0 * d, logits_, r0, n, d, V, true);
     backend_.linear_backward(dnf_ + r0 * d, grads() + table_.wte(), logits_, nf_ + r0 * d, E,
                          n, d, V, false);
+  }
+  host_rows_.resize(readout_rows);
+  backend_.download(host_rows_.data(), nll_, sizeof(T) * readout_rows);
+  for (int64_t k = 0; k < readout_rows; ++k) {
+    if (options.nll) options.nll[k] = double(host_rows_[k]);
+    if (layout_.keep[k]) result.nll_sum += double(host_rows_[k]);
   }
   result.loss = layout_.kept > 0 ? result.nll_sum / double(layout_.kept) : 0.0;
 }
