@@ -13,6 +13,7 @@ TEST(CublasLtLibrary, LoadsOnFirstUseWithEveryFunction) {
   const ops::cuda::CublasLt& library = ops::cuda::cublaslt();
   EXPECT_NE(library.create, nullptr);
   EXPECT_NE(library.matmul, nullptr);
+  EXPECT_NE(library.algo_get_heuristic, nullptr);
   EXPECT_FALSE(std::string(library.status_string(CUBLAS_STATUS_NOT_INITIALIZED)).empty());
   EXPECT_EQ(&ops::cuda::cublaslt(), &library);  // loaded once
 }

@@ -41,6 +41,10 @@ const CublasLt& cublaslt() {
     find(library, f.matmul_desc_destroy, "cublasLtMatmulDescDestroy");
     find(library, f.matmul_desc_set_attribute, "cublasLtMatmulDescSetAttribute");
     find(library, f.matmul, "cublasLtMatmul");
+    find(library, f.preference_create, "cublasLtMatmulPreferenceCreate");
+    find(library, f.preference_destroy, "cublasLtMatmulPreferenceDestroy");
+    find(library, f.preference_set_attribute, "cublasLtMatmulPreferenceSetAttribute");
+    find(library, f.algo_get_heuristic, "cublasLtMatmulAlgoGetHeuristic");
     return f;
   }();
   return loaded;

@@ -16,6 +16,10 @@ struct CublasLt {
   decltype(&cublasLtMatmulDescDestroy) matmul_desc_destroy;
   decltype(&cublasLtMatmulDescSetAttribute) matmul_desc_set_attribute;
   decltype(&cublasLtMatmul) matmul;
+  decltype(&cublasLtMatmulPreferenceCreate) preference_create;
+  decltype(&cublasLtMatmulPreferenceDestroy) preference_destroy;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) preference_set_attribute;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) algo_get_heuristic;
 };
 
 // The library, loaded on first use (LD_LIBRARY_PATH, the system's paths, then the toolkit's

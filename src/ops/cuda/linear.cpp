@@ -4,9 +4,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
-#include <type_traits>
+#include <tuple>
 
 #include "ops/cuda/bf16.h"
 #include "ops/cuda/check.h"
@@ -49,6 +50,30 @@ struct Layout {
                "matrix layout");
   }
   ~Layout() { cublaslt().layout_destroy(layout); }
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
+};
+struct MatmulDesc {
+  cublasLtMatmulDesc_t desc = nullptr;
+  MatmulDesc() {
+    check_blas(cublaslt().matmul_desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+               "matmul descriptor");
+  }
+  ~MatmulDesc() { cublaslt().matmul_desc_destroy(desc); }
+  MatmulDesc(const MatmulDesc&) = delete;
+  MatmulDesc& operator=(const MatmulDesc&) = delete;
+};
+struct Preference {
+  cublasLtMatmulPreference_t preference = nullptr;
+  Preference() { check_blas(cublaslt().preference_create(&preference), "matmul preference"); }
+  ~Preference() { cublaslt().preference_destroy(preference); }
+  template <typename Value>
+  void set(cublasLtMatmulPreferenceAttributes_t attribute, Value value) {
+    check_blas(cublaslt().preference_set_attribute(preference, attribute, &value, sizeof value),
+               "matmul preference attribute");
+  }
+  Preference(const Preference&) = delete;
+  Preference& operator=(const Preference&) = delete;
 };
 
 // A GEMM input: fp32, or a dense bf16 copy.
@@ -76,6 +101,67 @@ Operand bf16_copy(GemmOperand kind, const float* from, int64_t rows, int64_t col
   return {b.data, CUDA_R_16BF};
 }
 
+// The largest power of two up to 256 that divides a device address: what cuBLASLt's
+// heuristic is told of each matrix's alignment (it assumes 256 otherwise).
+uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+// One GEMM shape's descriptors and the algorithm cuBLASLt's heuristic picks for it, made on
+// first use and kept for the process: the heuristic runs once per shape, types and
+// alignments instead of inside every call (a decode step makes dozens of small GEMMs), and
+// a shape always runs the same algorithm, so repeated steps give the same bits.
+struct GemmPlan {
+  Layout a, b, cd;
+  MatmulDesc op;
+  cublasLtMatmulAlgo_t algo{};
+  GemmPlan(const ColumnMajorGemm& g, cudaDataType a_type, cudaDataType b_type)
+      : a(a_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda),
+        b(b_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb),
+        cd(CUDA_R_32F, g.m, g.n, g.ldc) {}
+};
+
+const GemmPlan& plan_for(const ColumnMajorGemm& g, const Operand& a_in, const Operand& b_in,
+                         const float* c) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, int, int,
+                         uint32_t, uint32_t, uint32_t>;
+  static std::map<Key, std::unique_ptr<GemmPlan>> plans;
+  const uint32_t align_a = alignment_of(a_in.data), align_b = alignment_of(b_in.data),
+                 align_c = alignment_of(c);
+  std::unique_ptr<GemmPlan>& known =
+      plans[Key{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.trans_a, g.trans_b, int(a_in.type),
+                int(b_in.type), align_a, align_b, align_c}];
+  if (known) return *known;
+  auto plan = std::make_unique<GemmPlan>(g, a_in.type, b_in.type);
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_blas(cublaslt().matmul_desc_set_attribute(plan->op.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
+                                                  sizeof ta),
+             "transpose of A");
+  check_blas(cublaslt().matmul_desc_set_attribute(plan->op.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
+                                                  sizeof tb),
+             "transpose of B");
+  Preference preference;
+  preference.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(blas().workspace_bytes));
+  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  check_blas(cublaslt().algo_get_heuristic(blas().handle, plan->op.desc, plan->a.layout,
+                                           plan->b.layout, plan->cd.layout, plan->cd.layout,
+                                           preference.preference, 1, &best, &found),
+             "algorithm heuristic");
+  if (found == 0) fail("cuBLASLt: no algorithm for a {} × {} × {} GEMM", g.m, g.n, g.k);
+  plan->algo = best.algo;
+  known = std::move(plan);
+  return *known;
+}
+
 void run(const ColumnMajorGemm& g, const std::map<GemmOperand, Operand>& inputs, float* c) {
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) {  // an empty product: C is zero, or unchanged when accumulating
@@ -85,26 +171,14 @@ void run(const ColumnMajorGemm& g, const std::map<GemmOperand, Operand>& inputs,
   }
   const Operand& a_in = inputs.at(g.a);
   const Operand& b_in = inputs.at(g.b);
-  const Layout a(a_in.type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda);
-  const Layout b(b_in.type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
-  const Layout cd(CUDA_R_32F, g.m, g.n, g.ldc);
-  // Created after the layouts and destroyed whatever happens next.
-  cublasLtMatmulDesc_t op = nullptr;
-  check_blas(cublaslt().matmul_desc_create(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
-  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>,
-                        decltype(&cublasLtMatmulDescDestroy)>
-      op_owner(op, cublaslt().matmul_desc_destroy);
-  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublaslt().matmul_desc_set_attribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-  cublaslt().matmul_desc_set_attribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  const GemmPlan& plan = plan_for(g, a_in, b_in, c);
   const float alpha = 1, beta = g.accumulate ? 1 : 0;
   Blas& context = blas();
-  // No algorithm given: cuBLASLt picks one by its own heuristic for this shape.
-  const cublasStatus_t status = cublaslt().matmul(
-      context.handle, op, &alpha, a_in.data, a.layout, b_in.data, b.layout, &beta, c,
-      cd.layout, c, cd.layout, nullptr, context.workspace, context.workspace_bytes, nullptr);
-  check_blas(status, "matmul");
+  check_blas(
+      cublaslt().matmul(context.handle, plan.op.desc, &alpha, a_in.data, plan.a.layout, b_in.data,
+                        plan.b.layout, &beta, c, plan.cd.layout, c, plan.cd.layout, &plan.algo,
+                        context.workspace, context.workspace_bytes, nullptr),
+      "matmul");
 }
 
 }  // namespace
