@@ -43,7 +43,7 @@ void register_train(CLI::App& app) {
         overrides.push_back("system.device=" + device);
       }
       const TrainConfig config = load_train_config(config_path, overrides);
-      ops::require_device(ops::parse_device(config.system.device, "system.device"),
+      ops::require_device(process_device(config.system.device, "system.device", *collective),
                           device.empty() ? config.source + ": system.device" : "--device",
                           "sps train");
       if (dry_run) {

@@ -15,6 +15,7 @@ class SingleProcess final : public Collective {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
+  int local_rank() const override { return 0; }
   void allreduce_sum(float*, int64_t) override {}
   void allreduce_sum(double*, int64_t) override {}
   void broadcast(void*, int64_t, int) override {}
@@ -36,6 +37,11 @@ class Mpi final : public Collective {
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm machine = MPI_COMM_NULL;  // the processes that share this one's memory
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &machine),
+          "MPI_Comm_split_type");
+    MPI_Comm_rank(machine, &local_rank_);
+    MPI_Comm_free(&machine);
   }
   ~Mpi() override {
     int finalized = 0;
@@ -44,6 +50,7 @@ class Mpi final : public Collective {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
   void allreduce_sum(float* data, int64_t n) override { reduce(data, n, MPI_FLOAT); }
   void allreduce_sum(double* data, int64_t n) override { reduce(data, n, MPI_DOUBLE); }
   void broadcast(void* data, int64_t bytes, int root) override {
@@ -73,7 +80,7 @@ class Mpi final : public Collective {
   static void check(int code, const char* what) {
     if (code != MPI_SUCCESS) fail("{} failed (MPI error {})", what, code);
   }
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0;
   bool owns_ = false;
 };
 
@@ -92,6 +99,14 @@ std::unique_ptr<Collective> make_single_process_collective() {
 std::unique_ptr<Collective> make_collective() {
   if (launched_by_mpi()) return std::make_unique<Mpi>();
   return make_single_process_collective();
+}
+
+ops::Device process_device(const std::string& text, const std::string& what,
+                           const Collective& collective) {
+  ops::Device device = ops::parse_device(text, what);
+  if (device.kind == ops::Device::Kind::cuda && text == "cuda")
+    device.index = collective.local_rank();
+  return device;
 }
 
 }  // namespace sps

@@ -1,9 +1,12 @@
 #pragma once
 // The few collective operations data-parallel training needs, behind a small interface: a
-// single-process implementation, an MPI one (CPU processes, one node or many), and later
-// NCCL for GPUs. Every rank calls the same operations in the same order.
+// single-process implementation and an MPI one (processes on one node or many; with GPUs,
+// on host copies of the gradients). Every rank calls the same operations in the same order.
 #include <cstdint>
 #include <memory>
+#include <string>
+
+#include "ops/device.h"
 
 namespace sps {
 
@@ -12,6 +15,8 @@ class Collective {
   virtual ~Collective() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This process's rank among those on its own machine (0 … processes there − 1).
+  virtual int local_rank() const = 0;
   // In place: every rank ends with the element-wise sum over ranks (the same bits on every
   // rank).
   virtual void allreduce_sum(float* data, int64_t n) = 0;
@@ -34,5 +39,11 @@ std::unique_ptr<Collective> make_collective();
 
 // True when the environment says an MPI launcher started this process.
 bool launched_by_mpi();
+
+// The device of a system.device value for this process: under several processes `cuda`
+// means the GPU of the process's local rank (a machine's processes take GPUs 0, 1, …);
+// `cuda:N` is GPU N for every process, and `cpu` the CPU. `what` names the setting in errors.
+ops::Device process_device(const std::string& text, const std::string& what,
+                           const Collective& collective);
 
 }  // namespace sps

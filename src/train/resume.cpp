@@ -54,11 +54,11 @@ bool agree_on_resume(Collective& collective, bool leader_resumed) {
 void share_resumed_state(Collective& collective, Model<float>& model, AdamW& optimizer,
                          TrainerState& state) {
   if (collective.size() == 1) return;
-  // CPU memory: multi-process training runs on the CPU.
+  // Through host copies where the tensors live on a GPU.
   const int64_t P = model.params().total();
-  collective.broadcast(model.weights(), P * int64_t(sizeof(float)), 0);
-  collective.broadcast(optimizer.exp_avg(), P * int64_t(sizeof(float)), 0);
-  collective.broadcast(optimizer.exp_avg_sq(), P * int64_t(sizeof(float)), 0);
+  for (float* tensor : {model.weights(), optimizer.exp_avg(), optimizer.exp_avg_sq()})
+    ops::on_host(model.backend(), tensor, size_t(P), ops::HostAccess::read_write,
+                 [&](float* host) { collective.broadcast(host, P * int64_t(sizeof(float)), 0); });
   std::string text = trainer_state_json(state);
   int64_t length = int64_t(text.size());
   collective.broadcast(&length, sizeof length, 0);

@@ -130,16 +130,12 @@ struct Console {
   ProgressReporter progress;
 };
 
-// The backend of system.device and system.precision. Multi-process training runs on the CPU
-// only.
-const ops::Backend<float>& training_backend(const TrainConfig& config, int ranks) {
-  const ops::Device device = ops::parse_device(config.system.device, "system.device");
-  if (device.kind != ops::Device::Kind::cpu && ranks > 1)
-    fail("{}: system.device={} with {} processes: multi-GPU training (NCCL) is not built yet; "
-         "train on one GPU or on the CPU",
-         config.source, config.system.device, ranks);
-  return ops::backend_for(device,
-                         ops::parse_precision(config.system.precision, "system.precision"));
+// The backend of system.device (this process's GPU under several processes) and
+// system.precision.
+const ops::Backend<float>& training_backend(const TrainConfig& config,
+                                            const Collective& collective) {
+  return ops::backend_for(process_device(config.system.device, "system.device", collective),
+                          ops::parse_precision(config.system.precision, "system.precision"));
 }
 
 // The backend must hold what the plan counts before the model allocates: a run that cannot
@@ -445,7 +441,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective, const Trai
   const bool evaluating = config.training.eval_total_tokens > 0;
   const TrainingData data(config, rank, ranks, evaluating && leader);
 
-  const ops::Backend<float>& backend = training_backend(config, ranks);
+  const ops::Backend<float>& backend = training_backend(config, collective);
   const TrainPlan plan = make_train_plan(config, ranks);
   require_memory(backend, plan, config);
   Model<float> model(config.model, backend);

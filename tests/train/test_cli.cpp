@@ -10,10 +10,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <thread>
 
 #include "model/model.h"
 #include "model/weights_io.h"
+#include "ops/device.h"
 #include "train/checkpoint.h"
 #include "train/train_config.h"
 #include "train_fixtures.h"
@@ -337,6 +339,24 @@ TEST(TrainCliSlow, TwoMpiProcessesEqualOneProcess) {
         EXPECT_NEAR(a[i][key].get<double>(), b[i][key].get<double>(), 1e-5) << i << " " << key;
       }
   }
+}
+
+// Under mpirun, `--device cuda` gives each process the GPU of its rank on the machine. Where
+// fewer than two GPUs are usable, a process whose GPU is missing refuses with its index;
+// every refusal that gets printed before the job is aborted names the process's own GPU.
+TEST(TrainCliSlow, EachMpiProcessTakesTheGpuOfItsLocalRank) {
+  if (!testing::has_command("mpirun")) GTEST_SKIP() << "mpirun is absent";
+  if (ops::cuda_status().gpus.size() >= 2) GTEST_SKIP() << "two GPUs here: nothing is refused";
+  MicroRecipe r(4, "sps");
+  const std::string mpi =
+      "OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ";
+  std::string err;
+  EXPECT_EQ(stderr_of(mpi + r.train("run", "--device cuda --dry-run"), &err), 2) << err;
+  const std::regex refusal(R"(sps: rank (\d): --device: cuda:(\d) asked for)");
+  int refusals = 0;
+  for (std::sregex_iterator m(err.begin(), err.end(), refusal), end; m != end; ++m, ++refusals)
+    EXPECT_EQ((*m)[1], (*m)[2]) << err;
+  EXPECT_GE(refusals, 1) << err;
 }
 
 }  // namespace
