@@ -8,7 +8,7 @@
 # scripts/install-deps.sh must be installed). A bundle made by scripts/gpu-bundle.sh carries
 # the binaries and their libraries instead, for a GPU machine without them.
 # Stages, in order: gpu, build, version, sass, kernels, sanitizer, train, eval, processes,
-# device-errors, bench-attention. What the CUDA backend does not have yet (bf16 activations,
+# device-errors, bench-attention, bench-step. What the CUDA backend does not have yet (bf16 activations,
 # wgmma kernels, NCCL, the other benchmarks) is listed in the report as "not built", so that
 # it says what was not checked. A stage that cannot run here (no mpirun) is "skipped". Exit
 # status 0 when no stage failed, 1 otherwise, 2 on bad arguments.
@@ -181,7 +181,7 @@ stage_device_errors() {
   echo "$err"
   [ $rc -eq 2 ] && [[ $err == "sps: --device: cuda:64 asked for, but this machine has "* ]] || return 1
   rc=0
-  err=$("$bin/sps" bench step --config configs/models/micro.yaml --device cuda:0 2>&1) || rc=$?
+  err=$("$bin/sps" bench generate --config configs/models/micro.yaml --device cuda:0 2>&1) || rc=$?
   echo "$err"
   [ $rc -eq 2 ] && [[ $err == *"the CUDA backend does not run"* ]]
 }
@@ -197,6 +197,19 @@ stage_bench_attention() {
   done
 }
 
+# A training step of scale s at the paper's T = 4096 (micro-batch 4), standard and sps w64,
+# bf16 and fp32: step time, tokens/s and model FLOP/s against the GPU's own GEMM rate
+# measured beside it. Prints numbers; passes when it runs.
+stage_bench_step() {
+  local precision family
+  for precision in bf16 fp32; do
+    for family in standard sps; do
+      "$bin/sps" bench step --config configs/models/s.yaml model.family=$family \
+        model.window_size=64 --device cuda:0 --precision $precision --batch 4 --json || return 1
+    done
+  done
+}
+
 run_stage gpu stage_gpu
 run_stage build stage_build
 if [ $failed = 0 ]; then
@@ -209,9 +222,10 @@ if [ $failed = 0 ]; then
   run_stage processes stage_processes
   run_stage device-errors stage_device_errors
   run_stage bench-attention stage_bench_attention
+  run_stage bench-step stage_bench_step
 fi
 
-not_built='["bf16 activations and K/V", "wgmma kernels", "sps generate on the GPU end to end (its decoder is in the kernels stage)", "serve and analyze on the GPU", "NCCL (several GPUs reduce through host copies)", "benchmarks other than attention"]'
+not_built='["bf16 activations and K/V", "wgmma kernels", "sps generate on the GPU end to end (its decoder is in the kernels stage)", "serve and analyze on the GPU", "NCCL (several GPUs reduce through host copies)", "bench generate and serve on the GPU"]'
 {
   printf '{"date": "%s", "revision": "%s", "host": "%s",\n "not_built": %s,\n "stages": [\n' \
     "$(date -u +%FT%TZ)" "$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \

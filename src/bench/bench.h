@@ -4,11 +4,17 @@
 #include <string>
 
 #include "model/config.h"
+#include "ops/backend.h"
+#include "ops/device.h"
 
 namespace sps {
 
 // Median sgemm rate (GFLOP/s) of C[n,n] = A·Bᵀ over `repeats` runs, after one warm-up.
 double measure_sgemm_gflops(int64_t n, int repeats);
+
+// The same product through `backend`'s linear_forward (on a GPU: cuBLASLt, with the
+// backend's operand precision), each run timed to a download that waits for it.
+double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n, int repeats);
 
 void run_gemm_bench(int64_t n, int repeats);
 
@@ -21,6 +27,8 @@ struct StepBenchOptions {
   uint64_t seed = 1337;
   bool json = false;   // one JSON object instead of the table
   bool forward_only = false;  // time the forward alone (no backward), e.g. against `sps eval`
+  ops::Device device;         // the CPU unless --device says otherwise
+  ops::Precision precision = ops::Precision::fp32;
 };
 
 void run_step_bench(const StepBenchOptions& options);

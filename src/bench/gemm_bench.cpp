@@ -26,6 +26,26 @@ double measure_sgemm_gflops(int64_t n, int repeats) {
   return median(rates);
 }
 
+double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n, int repeats) {
+  std::vector<float> host(n * n);
+  Rng rng(7);
+  for (auto& v : host) v = float(rng.normal());
+  ops::DeviceBuffer<float> a(backend), b(backend), c(backend);
+  a.upload(host.data(), n * n);
+  b.upload(host.data(), n * n);
+  c.reserve(n * n);
+  std::vector<double> rates;
+  for (int r = 0; r <= repeats; ++r) {
+    const double t0 = now_seconds();
+    backend.linear_forward(c.data(), a.data(), b.data(), n, n, n, false);
+    float probe = 0;
+    backend.download(&probe, c.data(), sizeof probe);  // returns once the product is done
+    const double seconds = now_seconds() - t0;
+    if (r > 0) rates.push_back(2.0 * double(n) * double(n) * double(n) / seconds / 1e9);
+  }
+  return median(rates);
+}
+
 void run_gemm_bench(int64_t n, int repeats) {
   const double gflops = measure_sgemm_gflops(n, repeats);
   fmt::print("sgemm {}x{}x{}  threads {}  median of {}: {:.1f} GFLOP/s\n", n, n, n,

@@ -16,9 +16,19 @@ namespace sps {
 void run_step_bench(const StepBenchOptions& o) {
   const ModelConfig& c = o.config;
   const int64_t B = o.batch, T = o.tokens > 0 ? o.tokens : c.block_size;
-  const double sgemm = measure_sgemm_gflops(2048, 3);
+  const ops::Backend<float>& backend = ops::backend_for(o.device, o.precision);
+  const bool on_cpu = o.device.kind == ops::Device::Kind::cpu;
+  // The GEMM rate beside it: BLAS sgemm on the CPU; on a GPU the backend's own GEMM (cuBLASLt,
+  // on bf16 operands with --precision bf16) at a size that fills it.
+  const int64_t gemm_n = on_cpu ? 2048 : 8192;
+  const double gemm =
+      on_cpu ? measure_sgemm_gflops(gemm_n, 3) : measure_backend_gemm_gflops(backend, gemm_n, 5);
+  const std::string gemm_name =
+      on_cpu ? fmt::format("sgemm {}³", gemm_n)
+             : fmt::format("{} GEMM {}³", o.precision == ops::Precision::bf16 ? "bf16" : "fp32",
+                           gemm_n);
 
-  Model<float> model(c);
+  Model<float> model(c, backend);
   model.init_weights(o.seed);
   model.reserve(B, T);
   // Random tokens below EOS: every loss term counts, one document per sequence.
@@ -28,9 +38,13 @@ void run_step_bench(const StepBenchOptions& o) {
   for (auto& t : y) t = int32_t(rng.below(uint64_t(c.eos_token_id)));
 
   // --forward-only: the forward alone, as evaluation runs it (the loss is the full step's).
+  // A download returns once every earlier op has finished: a step on a GPU is timed whole.
   const auto step_once = [&] {
-    return o.forward_only ? model.forward(x.data(), y.data(), B, T)
-                          : model.forward_backward(x.data(), y.data(), B, T);
+    const StepResult r = o.forward_only ? model.forward(x.data(), y.data(), B, T)
+                                        : model.forward_backward(x.data(), y.data(), B, T);
+    float probe = 0;
+    backend.download(&probe, model.weights(), sizeof probe);
+    return r;
   };
   StepResult result;
   for (int i = 0; i < o.warmup; ++i) result = step_once();
@@ -50,30 +64,41 @@ void run_step_bench(const StepBenchOptions& o) {
   const double pairs_ratio = double(result.attention_pairs) / dense_causal_pairs(c, B, T);
 
   if (o.json) {
-    nlohmann::json j = {{"family", c.family}, {"window", c.window_size}, {"batch", B},
-                        {"tokens", T}, {"threads", omp_get_max_threads()},
-                        {"step_seconds", step}, {"tokens_per_second", double(B * T) / step},
-                        {"gflops", gflops}, {"sgemm_gflops", sgemm},
-                        {"fraction_of_sgemm", gflops / sgemm},
+    nlohmann::json j = {{"family", c.family},
+                        {"window", c.window_size},
+                        {"batch", B},
+                        {"tokens", T},
+                        {"device", o.device.name()},
+                        {"precision", o.precision == ops::Precision::bf16 ? "bf16" : "fp32"},
+                        {"threads", omp_get_max_threads()},
+                        {"step_seconds", step},
+                        {"tokens_per_second", double(B * T) / step},
+                        {"gflops", gflops},
+                        {"gemm", gemm_name},
+                        {"gemm_gflops", gemm},
+                        {"fraction_of_gemm", gflops / gemm},
                         {"attention_pairs", result.attention_pairs},
                         {"attention_pairs_vs_dense_causal", pairs_ratio},
                         {"parameters", c.parameter_count()},
                         {"activation_bytes", model.activation_bytes()},
                         {"peak_rss_bytes", peak_rss_bytes()},
-                        {"allocations_per_step", step_allocations}, {"loss", result.loss}};
+                        {"allocations_per_step", step_allocations},
+                        {"loss", result.loss}};
     fmt::print("{}\n", j.dump());
     return;
   }
   fmt::print("family {} (w={})  L={} d={} H={} F={} V={}  params {:.2f}M\n", c.family,
              c.window_size, c.n_layer, c.hidden_size, c.n_head, c.intermediate_size,
              c.vocab_size, double(c.parameter_count()) / 1e6);
-  fmt::print("micro-batch {} x {} tokens, {} threads, median of {} {} after {} warm-up\n", B,
-             T, omp_get_max_threads(), o.steps, o.forward_only ? "forwards (no backward)" : "steps",
-             o.warmup);
+  fmt::print("micro-batch {} x {} tokens, {}, median of {} {} after {} warm-up\n", B, T,
+             on_cpu ? fmt::format("{} threads", omp_get_max_threads())
+                    : fmt::format("{} {}", o.device.name(),
+                                  o.precision == ops::Precision::bf16 ? "bf16" : "fp32"),
+             o.steps, o.forward_only ? "forwards (no backward)" : "steps", o.warmup);
   fmt::print("  step time            {:.3f} s\n", step);
   fmt::print("  input tokens/s       {:.0f}\n", double(B * T) / step);
-  fmt::print("  model GFLOP/s        {:.1f}  ({:.0f}% of sgemm {:.1f} GFLOP/s)\n", gflops,
-             100 * gflops / sgemm, sgemm);
+  fmt::print("  model GFLOP/s        {:.1f}  ({:.0f}% of {} at {:.1f} GFLOP/s)\n", gflops,
+             100 * gflops / gemm, gemm_name, gemm);
   fmt::print("  attention pairs      {} ({:.3f}x dense causal over the same slots)\n",
              result.attention_pairs, pairs_ratio);
   fmt::print("  activations          {:.1f} MiB, peak RSS {:.1f} MiB\n",

@@ -133,20 +133,13 @@ void register_attention_bench(CLI::App* bench) {
   attention->add_option("--heads", attn_heads, "heads H")->check(CLI::Range(1, 1024));
   attention->add_option("--head-dim", attn_head_dim, "head size D (even)")->check(CLI::Range(2, 1024));
   attention->add_option("--repeats", attn_repeats, "timed runs")->check(CLI::Range(1, 1000));
-  static std::string attn_precision = "fp32";
-  attention
-      ->add_option("--precision", attn_precision,
-                   "fp32 (default) or bf16: the GPU's tensor-core attention")
-      ->capture_default_str();
-  const std::string& device = add_device_option(attention, "sps bench attention");
-  attention->callback([&device] {
+  const DeviceChoice& on = add_device_and_precision_options(
+      attention, "sps bench attention", "fp32 or bf16: the GPU's tensor-core attention");
+  attention->callback([&on] {
     if (attn_head_dim % 2) fail("--head-dim must be even, got {}", attn_head_dim);
-    const ops::Device on = ops::parse_device(device, "--device");
-    const ops::Precision precision = ops::parse_precision(attn_precision, "--precision");
-    if (precision == ops::Precision::bf16 && on.kind == ops::Device::Kind::cpu)
-      fail("--precision: bf16 runs on a GPU (--device cuda); the CPU backend computes in fp32");
-    run_attention_bench(on, precision, attn_tokens, attn_window, attn_heads, attn_head_dim,
-                        attn_repeats);
+    run_attention_bench(ops::parse_device(on.device, "--device"),
+                        ops::parse_precision(on.precision, "--precision"), attn_tokens, attn_window,
+                        attn_heads, attn_head_dim, attn_repeats);
   });
 }
 
@@ -165,11 +158,14 @@ void register_step_bench(CLI::App* bench) {
   step->add_flag("--json", options.json, "print one JSON object");
   step->add_flag("--forward-only", options.forward_only,
                  "time the forward alone (no backward; FLOPs count the forward only)");
-  add_device_option(step, "sps bench step");
-  step->callback([] {
+  const DeviceChoice& on = add_device_and_precision_options(
+      step, "sps bench step", "fp32 or bf16: the GPU's GEMMs and attention on bf16 operands");
+  step->callback([&on] {
     options.config = load_model_config(config_path, overrides);
     if (options.tokens > options.config.block_size)
       fail("--tokens {} exceeds model.block_size {}", options.tokens, options.config.block_size);
+    options.device = ops::parse_device(on.device, "--device");
+    options.precision = ops::parse_precision(on.precision, "--precision");
     run_step_bench(options);
   });
 }

@@ -22,6 +22,14 @@ void register_serve(CLI::App& app);
 // Commands with a recipe take system.device instead (sps train).
 const std::string& add_device_option(CLI::App* command, const std::string& name);
 
+// The same with --precision fp32|bf16 (`precision_help` its help): bf16 only on a GPU,
+// checked with the device.
+struct DeviceChoice {
+  std::string device = "cpu", precision = "fp32";
+};
+const DeviceChoice& add_device_and_precision_options(CLI::App* command, const std::string& name,
+                                                     const std::string& precision_help);
+
 // Version, git revision, build type, CPU target, BLAS and CUDA: what `sps --version` prints.
 std::string version_text();
 

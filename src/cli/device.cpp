@@ -1,19 +1,41 @@
-// --device on the commands that run a model.
-#include "cli/commands.h"
+// --device (and --precision) on the commands that run a model.
 #include "ops/device.h"
+#include "cli/commands.h"
+#include "util/error.h"
 
 namespace sps::cli {
 
-const std::string& add_device_option(CLI::App* command, const std::string& name) {
-  auto* device = new std::string("cpu");  // lives as long as the process, like the App
-  command->add_option("--device", *device, "cpu (default) or cuda[:N], the GPU to run on")
+namespace {
+
+// The options and their one check: CLI11 keeps a single parse-complete callback per command.
+DeviceChoice& add_choice(CLI::App* command, const std::string& name,
+                         const std::string& precision_help) {
+  auto* choice = new DeviceChoice;  // lives as long as the process, like the App
+  command->add_option("--device", choice->device, "cpu (default) or cuda[:N], the GPU to run on")
       ->capture_default_str();
+  if (!precision_help.empty())
+    command->add_option("--precision", choice->precision, precision_help)->capture_default_str();
   // Checked once the command line is read, before any work: a device this build or machine
-  // cannot use is one line and exit status 2.
-  command->parse_complete_callback([device, name] {
-    ops::require_device(ops::parse_device(*device, "--device"), "--device", name);
+  // cannot use, or bf16 on the CPU, is one line and exit status 2.
+  command->parse_complete_callback([choice, name] {
+    const ops::Device device = ops::parse_device(choice->device, "--device");
+    ops::require_device(device, "--device", name);
+    if (ops::parse_precision(choice->precision, "--precision") == ops::Precision::bf16 &&
+        device.kind == ops::Device::Kind::cpu)
+      fail("--precision: bf16 runs on a GPU (--device cuda); the CPU backend computes in fp32");
   });
-  return *device;
+  return *choice;
+}
+
+}  // namespace
+
+const std::string& add_device_option(CLI::App* command, const std::string& name) {
+  return add_choice(command, name, "").device;
+}
+
+const DeviceChoice& add_device_and_precision_options(CLI::App* command, const std::string& name,
+                                                     const std::string& precision_help) {
+  return add_choice(command, name, precision_help);
 }
 
 }  // namespace sps::cli
