@@ -40,6 +40,23 @@ double measure_copy_bandwidth() {
   return 2.0 * double(bytes) / best;
 }
 
+double measure_device_copy_bandwidth(const ops::Backend<float>& backend) {
+  const size_t bytes = size_t(1) << 30;
+  ops::DeviceBuffer<char> a(backend), b(backend);
+  a.reserve(bytes);
+  b.reserve(bytes);
+  backend.fill(reinterpret_cast<float*>(a.data()), int64_t(bytes / sizeof(float)), 1.0f);
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    const double t0 = now_seconds();
+    backend.copy(b.data(), a.data(), bytes);
+    char probe = 0;
+    backend.download(&probe, b.data(), 1);  // returns once the copy is done
+    best = std::min(best, now_seconds() - t0);
+  }
+  return 2.0 * double(bytes) / best;
+}
+
 namespace {
 
 // Peak resident memory since the last reset: Linux's VmHWM, which writing 5 to
@@ -86,7 +103,8 @@ int32_t argmax_allowed(const float* logits, const ModelConfig& c) {
   return best;
 }
 
-// One model with its decoder, timed run by run.
+// One model with its decoder, timed run by run. A step ends with the logits on the host, so
+// on a GPU every timed step has finished.
 struct Contestant {
   const GenerateBenchModel& spec;
   Model<float> model;
@@ -108,17 +126,17 @@ struct Contestant {
     if (m.weights.empty()) {
       model.init_weights(seed);
     } else {
-      load_weights(m.weights, model.params(), model.weights());
+      ops::on_host(model.backend(), model.weights(), size_t(model.params().total()),
+                   ops::HostAccess::write,
+                   [&](float* w) { load_weights(m.weights, model.params(), w); });
     }
     model.pack_for_inference();
     return model;
   }
-  Contestant(const GenerateBenchModel& m, const GenerateBenchOptions& o)
-      : spec(m),
-        model(m.config),
-        decoder(with_weights(model, m, o.seed), shape(o)),
-        next(o.batch),
-        weight_bytes(double(m.config.parameter_count()) * sizeof(float)) {}
+  Contestant(const GenerateBenchModel& m, const GenerateBenchOptions& o,
+             const ops::Backend<float>& backend)
+      : spec(m), model(m.config, backend), decoder(with_weights(model, m, o.seed), shape(o)),
+        next(o.batch), weight_bytes(double(m.config.parameter_count()) * sizeof(float)) {}
 
   void prefill(const std::vector<int32_t>& prompts, int64_t P) {
     const double t0 = now_seconds();
@@ -166,9 +184,10 @@ struct Contestant {
 
 // One round of a model alone: its warm-up and timed runs, added to r.
 void bench_model(BenchResult& r, const GenerateBenchModel& m, const GenerateBenchOptions& o,
-                 const std::vector<int32_t>& prompts, const MachineRates& machine) {
+                 const std::vector<int32_t>& prompts, const MachineRates& machine,
+                 const ops::Backend<float>& backend) {
   r.peak_is_per_model = reset_peak_rss();
-  Contestant c(m, o);
+  Contestant c(m, o, backend);
   for (int run = 0; run < o.warmup + o.runs; ++run) {
     c.prefill(prompts, o.prompt_tokens);
     for (int64_t k = 0; k + 1 < o.new_tokens; ++k) c.step();
@@ -181,9 +200,10 @@ void bench_model(BenchResult& r, const GenerateBenchModel& m, const GenerateBenc
 
 // All models at once, taking turns step by step, so every model sees the same machine.
 void bench_interleaved(std::vector<BenchResult>& results, const GenerateBenchOptions& o,
-                       const std::vector<int32_t>& prompts, const MachineRates& machine) {
+                       const std::vector<int32_t>& prompts, const MachineRates& machine,
+                       const ops::Backend<float>& backend) {
   std::vector<std::unique_ptr<Contestant>> all;
-  for (const auto& m : o.models) all.push_back(std::make_unique<Contestant>(m, o));
+  for (const auto& m : o.models) all.push_back(std::make_unique<Contestant>(m, o, backend));
   for (int run = 0; run < o.warmup + o.runs; ++run) {
     for (auto& c : all) c->prefill(prompts, o.prompt_tokens);
     for (int64_t k = 0; k + 1 < o.new_tokens; ++k)
@@ -243,18 +263,23 @@ void run_generate_bench(const GenerateBenchOptions& o) {
     if (o.prompt_tokens > m.config.block_size)
       fail("{}: --prompt-tokens {} exceeds model.block_size {}", m.label, o.prompt_tokens,
            m.config.block_size);
+  const ops::Backend<float>& backend = ops::backend_for(o.device, ops::Precision::fp32);
+  const bool on_cpu = o.device.kind == ops::Device::Kind::cpu;
   MachineRates machine;
-  machine.bandwidth = measure_copy_bandwidth();
-  machine.flops = 1e9 * measure_sgemm_gflops(1024, 5);
+  machine.bandwidth = on_cpu ? measure_copy_bandwidth() : measure_device_copy_bandwidth(backend);
+  machine.flops = 1e9 * (on_cpu ? measure_sgemm_gflops(1024, 5)
+                                : measure_backend_gemm_gflops(backend, 4096, 5));
   const double bandwidth = machine.bandwidth;
   const int threads = omp_get_max_threads();
   if (!o.json) {
     fmt::print("generate: B={} prompts of P={} tokens, N={} new tokens ({}), {} warm-up + {} "
-               "timed run(s) in {} round(s), medians; {} threads; copy bandwidth {:.1f} GB/s, sgemm "
+               "timed run(s) in {} round(s), medians; {}; copy bandwidth {:.1f} GB/s, {} "
                "{:.1f} GFLOP/s\n",
                o.batch, o.prompt_tokens, o.new_tokens,
                o.token_file.empty() ? "random prompt ids" : "prompts from " + o.token_file,
-               o.warmup, o.runs, o.rounds, threads, bandwidth / 1e9, machine.flops / 1e9);
+               o.warmup, o.runs, o.rounds,
+               on_cpu ? fmt::format("{} threads", threads) : o.device.name(), bandwidth / 1e9,
+               on_cpu ? "sgemm" : "GEMM", machine.flops / 1e9);
     fmt::print("{:<22} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} | {:>7} {:>7} {:>7} {:>7}\n",
                "model", "prefill ms", "decode t/s", "total t/s", "KV MiB", "KV used", "peak MiB",
                "BW bound", "FLOP bound", "decode", "total", "KV", "peak");
@@ -263,10 +288,10 @@ void run_generate_bench(const GenerateBenchOptions& o) {
   const std::vector<int32_t> prompts = draw_bench_prompts(
       o.token_file, o.token_dtype, o.batch, o.prompt_tokens, o.models.front().config, o.seed);
   std::vector<BenchResult> results(o.models.size());
-  if (o.interleave) bench_interleaved(results, o, prompts, machine);
+  if (o.interleave) bench_interleaved(results, o, prompts, machine, backend);
   for (int round = 0; round < (o.interleave ? 0 : o.rounds); ++round)
     for (size_t i = 0; i < o.models.size(); ++i) {
-      bench_model(results[i], o.models[i], o, prompts, machine);
+      bench_model(results[i], o.models[i], o, prompts, machine, backend);
       if (o.rounds > 1 && !o.json)
         std::fprintf(stderr, "round %d/%d %s: decode %.1f tokens/s\n", round + 1, o.rounds,
                      results[i].label.c_str(), results[i].decode_tokens_per_second);
@@ -277,29 +302,37 @@ void run_generate_bench(const GenerateBenchOptions& o) {
   for (const BenchResult& r : results) {
     const BenchResult& ref = reference ? *reference : r;
     if (o.json) {
-      nlohmann::json j = {{"model", r.label}, {"family", r.family}, {"window", r.window},
-                          {"batch", o.batch}, {"prompt_tokens", o.prompt_tokens},
-                          {"new_tokens", o.new_tokens}, {"threads", threads},
-                          {"seconds", r.seconds}, {"prefill_seconds", r.prefill_seconds},
-                          {"decode_seconds", r.decode_seconds},
-                          {"total_tokens_per_second", r.total_tokens_per_second},
-                          {"decode_tokens_per_second", r.decode_tokens_per_second},
-                          {"kv_cache_allocated_bytes", r.kv_allocated},
-                          {"kv_cache_used_bytes", r.kv_used},
-                          {"peak_rss_bytes", r.peak_rss}, {"peak_rss_per_model", r.peak_is_per_model},
-                          {"rss_end_of_decode_bytes", r.rss_end},
-                          {"prefill_activation_bytes", r.activation_bytes},
-                          {"copy_bandwidth_bytes_per_second", bandwidth},
-                          {"decode_fraction_of_bandwidth_bound", r.bound_fraction},
-                          {"sgemm_flops_per_second", machine.flops},
-                          {"decode_fraction_of_flop_bound", r.flop_bound_fraction},
-                          {"decode_bound", bound_name(r)},
-                          {"reference", ref.label},
-                          {"decode_ratio", ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second)},
-                          {"total_ratio", ratio(r.total_tokens_per_second, ref.total_tokens_per_second)},
-                          {"kv_ratio", ratio(double(r.kv_allocated), double(ref.kv_allocated))},
-                          {"kv_used_ratio", ratio(double(r.kv_used), double(ref.kv_used))},
-                          {"peak_ratio", ratio(double(r.peak_rss), double(ref.peak_rss))}};
+      nlohmann::json j = {
+          {"model", r.label},
+          {"family", r.family},
+          {"window", r.window},
+          {"batch", o.batch},
+          {"prompt_tokens", o.prompt_tokens},
+          {"new_tokens", o.new_tokens},
+          {"threads", threads},
+          {"device", o.device.name()},
+          {"seconds", r.seconds},
+          {"prefill_seconds", r.prefill_seconds},
+          {"decode_seconds", r.decode_seconds},
+          {"total_tokens_per_second", r.total_tokens_per_second},
+          {"decode_tokens_per_second", r.decode_tokens_per_second},
+          {"kv_cache_allocated_bytes", r.kv_allocated},
+          {"kv_cache_used_bytes", r.kv_used},
+          {"peak_rss_bytes", r.peak_rss},
+          {"peak_rss_per_model", r.peak_is_per_model},
+          {"rss_end_of_decode_bytes", r.rss_end},
+          {"prefill_activation_bytes", r.activation_bytes},
+          {"copy_bandwidth_bytes_per_second", bandwidth},
+          {"decode_fraction_of_bandwidth_bound", r.bound_fraction},
+          {"sgemm_flops_per_second", machine.flops},
+          {"decode_fraction_of_flop_bound", r.flop_bound_fraction},
+          {"decode_bound", bound_name(r)},
+          {"reference", ref.label},
+          {"decode_ratio", ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second)},
+          {"total_ratio", ratio(r.total_tokens_per_second, ref.total_tokens_per_second)},
+          {"kv_ratio", ratio(double(r.kv_allocated), double(ref.kv_allocated))},
+          {"kv_used_ratio", ratio(double(r.kv_used), double(ref.kv_used))},
+          {"peak_ratio", ratio(double(r.peak_rss), double(ref.peak_rss))}};
       fmt::print("{}\n", j.dump());
     } else {
       fmt::print("{:<22} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7.0f}% {:>9.0f}% | "
@@ -319,7 +352,8 @@ void run_generate_bench(const GenerateBenchOptions& o) {
     fmt::print("ratios are to {}; KV = allocated cache (capacity P+N per row, plus the ring); "
                "BW bound = (weights + cache rows in use, read once per step) / copy bandwidth, "
                "FLOP bound = decode FLOPs (every slot's projections, the LM head, the attention "
-               "pairs) / sgemm rate, each as a fraction of the measured decode time; the larger "
+               "pairs) / GEMM rate (BLAS sgemm on the CPU, cuBLASLt on a GPU), each as a fraction "
+               "of the measured decode time; the larger "
                "one is the bound that applies\n",
                reference ? reference->label : results.front().label);
     if (o.interleave)

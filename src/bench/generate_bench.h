@@ -1,20 +1,23 @@
 #pragma once
-// `sps bench generate`: the paper's efficiency protocol (docs/model.md §7) on this machine. For each
-// model (a family of a config with random weights, or a checkpoint): B prompts of P tokens
+// `sps bench generate`: the paper's efficiency protocol (docs/model.md §7) on this machine. For
+// each model (a family of a config with random weights, or a checkpoint): B prompts of P tokens
 // (seeded random windows of a token file, or random ids), prefill + greedy decode to N new
 // tokens (EOS, PAD and PREDICT never chosen, so every row keeps one growing document),
-// 1 warm-up run and `runs` timed runs (medians), in `rounds` sweeps over the models. Prints total tokens/s = B·(P+N)/time,
-// decode tokens/s, prefill time, KV-cache bytes (allocated and in use at the end), the
-// process's peak resident memory during the model's runs, each model's ratios to the first
-// standard one, and decode speed as a fraction of two rooflines measured here: the
+// 1 warm-up run and `runs` timed runs (medians), in `rounds` sweeps over the models. Prints total
+// tokens/s = B·(P+N)/time, decode tokens/s, prefill time, KV-cache bytes (allocated and in use at
+// the end), the process's peak resident memory during the model's runs, each model's ratios to the
+// first standard one, and decode speed as a fraction of two rooflines measured here: the
 // memory-bandwidth bound (per step the weights and the cache rows in use are read once, at
-// the copy bandwidth) and the compute bound (the step's FLOPs at the sgemm rate).
+// the copy bandwidth) and the compute bound (the step's FLOPs at the GEMM rate); on a GPU
+// both rates are the GPU's own (a device copy, cuBLASLt).
 // Prints numbers; asserts nothing.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "ops/backend.h"
+#include "ops/device.h"
 
 namespace sps {
 
@@ -41,6 +44,7 @@ struct GenerateBenchOptions {
   uint64_t seed = 1337;         // prompt windows and random weights
   int64_t prefill_rows = 1;     // rows per prefill forward (bounds activation memory)
   bool json = false;            // one JSON object per model instead of the table
+  ops::Device device;           // the CPU unless --device says otherwise
 };
 
 void run_generate_bench(const GenerateBenchOptions& options);
@@ -54,5 +58,9 @@ std::vector<int32_t> draw_bench_prompts(const std::string& token_file, const std
 // Copy bandwidth of this process's threads in bytes/s (bytes read + bytes written, as STREAM
 // counts a copy), the best of a few copies of a buffer far larger than the caches.
 double measure_copy_bandwidth();
+
+// The same for a copy within `backend`'s memory (on a GPU: device to device), each copy
+// timed to a download that waits for it.
+double measure_device_copy_bandwidth(const ops::Backend<float>& backend);
 
 }  // namespace sps

@@ -249,15 +249,18 @@ void register_generate_bench(CLI::App* bench) {
                      "hold all models at once and alternate them step by step (fair ratios on "
                      "a busy machine; peak memory is then the process's)");
   generate->add_flag("--json", gen.json, "one JSON object per model");
-  add_device_option(generate, "sps bench generate");
-  generate->callback([] {
+  const std::string& device = add_device_option(generate, "sps bench generate");
+  generate->callback([&device] {
+    gen.device = ops::parse_device(device, "--device");
     if (gen_paper) {
       gen.prompt_tokens = 1024;
       gen.new_tokens = 3072;
       gen.batch = 16;
     }
-    if (gen_configs.empty() && gen_checkpoints.empty()) fail("bench generate: give --config or --checkpoint");
-    if (!gen_overrides.empty() && gen_configs.empty()) fail("bench generate: overrides go with --config");
+    if (gen_configs.empty() && gen_checkpoints.empty())
+      fail("bench generate: give --config or --checkpoint");
+    if (!gen_overrides.empty() && gen_configs.empty())
+      fail("bench generate: overrides go with --config");
     gen.models = generate_bench_models(gen_configs, gen_checkpoints, gen_overrides,
                                        gen_families, gen.prompt_tokens + gen.new_tokens);
     run_generate_bench(gen);

@@ -43,12 +43,12 @@ TEST(Device, CpuIsAlwaysUsable) {
 
 // What a CUDA device request says depends on the build and the machine; each answer is one
 // line naming the flag, and none of them lets a command go on while kernels are missing
-// (the decode benchmark has none yet; training, generation, evaluation and the step and
-// attention benchmarks have every op).
+// (the analyses have none yet; training, generation, evaluation and the benchmarks have
+// every op).
 TEST(Device, CudaRequestSaysWhyItCannotRun) {
   const ops::CudaStatus status = ops::cuda_status();
   const std::string error = testing::error_of([] {
-    ops::require_device(Device{Device::Kind::cuda, 0}, "--device", "sps bench generate");
+    ops::require_device(Device{Device::Kind::cuda, 0}, "--device", "sps analyze gradients");
   });
   if (!status.built)
     EXPECT_EQ(error, "--device: cuda:0 asked for, but this sps was built without CUDA (configure "
@@ -57,12 +57,12 @@ TEST(Device, CudaRequestSaysWhyItCannotRun) {
     EXPECT_EQ(error, "--device: cuda:0 asked for, but no GPU is usable here: " + status.problem);
   else
     EXPECT_EQ(error,
-              "--device: the CUDA backend does not run `sps bench generate` yet (docs/gpu.md "
+              "--device: the CUDA backend does not run `sps analyze gradients` yet (docs/gpu.md "
               "says what runs on a GPU); use --device cpu");
   EXPECT_EQ(error.find('\n'), std::string::npos);
   if (status.built && status.problem.empty()) {
-    for (const char* command :
-         {"sps train", "sps generate", "sps eval", "sps bench step", "sps bench attention"})
+    for (const char* command : {"sps train", "sps generate", "sps eval", "sps bench step",
+                                "sps bench attention", "sps bench generate"})
       EXPECT_NO_THROW(ops::require_device(Device{Device::Kind::cuda, 0}, "--device", command));
     const int count = int(status.gpus.size());
     EXPECT_EQ(testing::error_of([&] {
