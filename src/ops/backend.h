@@ -6,6 +6,8 @@
 // host arrays cross with upload and download.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <new>
 #include <string>
 #include <type_traits>
@@ -17,6 +19,23 @@
 #include "util/process_stats.h"
 
 namespace sps::ops {
+
+// Sums a float buffer of a backend's memory over the processes of a job, each on its own
+// device, in place and without host copies (NCCL between GPUs). Every process calls it for
+// the same sizes in the same order.
+class DeviceAllReduce {
+ public:
+  virtual ~DeviceAllReduce() = default;
+  virtual void sum(float* data, int64_t n) = 0;
+};
+
+// What setting one up needs from the job: this process's rank of `size`, a host broadcast
+// from rank 0, and an agreement (true on every process when every process says true).
+struct JobLink {
+  int rank = 0, size = 1;
+  std::function<void(void* data, size_t bytes)> broadcast;
+  std::function<bool(bool mine)> all;
+};
 
 // One device's memory. Calls are ordered: a download returns once every earlier op of the
 // backend has finished, so the host may read what it copied.
@@ -34,6 +53,14 @@ class Memory {
   virtual void download(void* host, const void* from, size_t bytes) const = 0;
   // Bytes this process can still allocate here; -1 when unknown.
   virtual int64_t available_bytes() const = 0;
+  // A DeviceAllReduce between the job's processes, one device each; null with `why` set
+  // where this backend has none here (the CPU's memory is reduced by MPI directly). Every
+  // process of the job calls it together.
+  virtual std::unique_ptr<DeviceAllReduce> device_all_reduce(const JobLink& job,
+                                                             std::string* why) const {
+    *why = "the " + device().name() + " backend reduces through the host";
+    return nullptr;
+  }
 
   // Refuses (UserError, one line) `bytes` for `what` when more than is available here.
   void require(__int128 bytes, const std::string& what) const {

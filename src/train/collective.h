@@ -1,11 +1,15 @@
 #pragma once
 // The few collective operations data-parallel training needs, behind a small interface: a
-// single-process implementation and an MPI one (processes on one node or many; with GPUs,
-// on host copies of the gradients). Every rank calls the same operations in the same order.
+// single-process implementation and an MPI one (processes on one node or many), which sums
+// GPU buffers with a device all-reduce (NCCL) when given one, else through host copies.
+// Every rank calls the same operations in the same order.
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 
+#include "ops/backend.h"
 #include "ops/device.h"
 
 namespace sps {
@@ -23,10 +27,29 @@ class Collective {
   virtual void allreduce_sum(double* data, int64_t n) = 0;
   // `bytes` bytes from `root` to every rank.
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
+
+  // allreduce_sum of n elements at `data` in `memory`: on the devices with the all-reduce
+  // given to use_device_all_reduce (float buffers off the host), else through a host copy.
+  template <typename T>
+  void allreduce_sum_in(const ops::Memory& memory, T* data, int64_t n) {
+    if constexpr (std::is_same_v<T, float>)
+      if (device_ && !memory.host_accessible()) {
+        device_->sum(data, n);
+        return;
+      }
+    ops::on_host(memory, data, size_t(n), ops::HostAccess::read_write,
+                 [&](T* host) { allreduce_sum(host, n); });
+  }
+  void use_device_all_reduce(std::unique_ptr<ops::DeviceAllReduce> device) {
+    device_ = std::move(device);
+  }
   virtual void barrier() = 0;
   // Ends every rank's process with `status` (a failure on one rank must not leave the
   // others waiting in a collective).
   [[noreturn]] virtual void abort(int status) = 0;
+
+ private:
+  std::unique_ptr<ops::DeviceAllReduce> device_;
 };
 
 // One process, no communication.

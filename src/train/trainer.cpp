@@ -84,8 +84,7 @@ StepOutcome train_step(Model<T>& model, AdamW& optimizer, Collective& collective
     stats[2] += double(r.kept);
   }
   if (collective.size() > 1) {
-    ops::on_host(model.backend(), model.grads(), size_t(P), ops::HostAccess::read_write,
-                 [&](T* grads) { collective.allreduce_sum(grads, P); });
+    collective.allreduce_sum_in(model.backend(), model.grads(), P);
     collective.allreduce_sum(stats, 4);
   }
   StepOutcome out;
@@ -136,6 +135,34 @@ const ops::Backend<float>& training_backend(const TrainConfig& config,
                                             const Collective& collective) {
   return ops::backend_for(process_device(config.system.device, "system.device", collective),
                           ops::parse_precision(config.system.precision, "system.precision"));
+}
+
+// Several processes, one GPU each (system.device=cuda): the gradients are summed on the GPUs
+// (NCCL) where every process can; otherwise, and for processes sharing a GPU
+// (system.device=cuda:N), through host copies, and rank 0 says why.
+void reduce_on_devices(const ops::Backend<float>& backend, const TrainConfig& config,
+                       Collective& collective, Console& console) {
+  if (collective.size() == 1 || backend.host_accessible()) return;
+  std::string why = "every process is on " + config.system.device;
+  if (config.system.device == "cuda") {
+    ops::JobLink job;
+    job.rank = collective.rank();
+    job.size = collective.size();
+    job.broadcast = [&](void* data, size_t bytes) {
+      collective.broadcast(data, int64_t(bytes), 0);
+    };
+    job.all = [&](bool mine) {
+      double votes = mine ? 1 : 0;
+      collective.allreduce_sum(&votes, 1);
+      return votes == double(collective.size());
+    };
+    std::unique_ptr<ops::DeviceAllReduce> device = backend.device_all_reduce(job, &why);
+    if (device) {
+      collective.use_device_all_reduce(std::move(device));
+      return;
+    }
+  }
+  console.say(fmt::format("note: gradients are summed through host copies ({})", why));
 }
 
 // The backend must hold what the plan counts before the model allocates: a run that cannot
@@ -442,6 +469,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective, const Trai
   const TrainingData data(config, rank, ranks, evaluating && leader);
 
   const ops::Backend<float>& backend = training_backend(config, collective);
+  reduce_on_devices(backend, config, collective, console);
   const TrainPlan plan = make_train_plan(config, ranks);
   require_memory(backend, plan, config);
   Model<float> model(config.model, backend);

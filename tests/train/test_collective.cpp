@@ -1,8 +1,11 @@
-// Which device a training process takes: under several processes `cuda` is the GPU of the
-// process's local rank, an explicit index the same GPU for every process.
+// Which device a training process takes (under several processes `cuda` is the GPU of the
+// process's local rank, an explicit index the same GPU for every process), and where its
+// gradients are summed (on the devices when given a device all-reduce, else on the host).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "train/collective.h"
 #include "util/error.h"
@@ -16,8 +19,13 @@ class ThirdOnItsMachine final : public Collective {
   int rank() const override { return 5; }
   int size() const override { return 8; }
   int local_rank() const override { return 2; }
-  void allreduce_sum(float*, int64_t) override {}
-  void allreduce_sum(double*, int64_t) override {}
+  // Stand-ins that mark which path summed a buffer: the host doubles it.
+  void allreduce_sum(float* data, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) data[i] *= 2;
+  }
+  void allreduce_sum(double* data, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) data[i] *= 2;
+  }
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
   [[noreturn]] void abort(int status) override { std::exit(status); }
@@ -33,6 +41,50 @@ TEST(ProcessDevice, CudaWithoutIndexIsTheGpuOfTheLocalRank) {
   EXPECT_EQ(single->local_rank(), 0);
   EXPECT_EQ(process_device("cuda", "system.device", *single).name(), "cuda:0");
   EXPECT_THROW(process_device("gpu", "system.device", third), UserError);
+}
+
+// Host memory that says it is not: the host path must go through upload and download.
+class OffHostMemory final : public ops::Memory {
+ public:
+  ops::Device device() const override { return {ops::Device::Kind::cuda, 0}; }
+  bool host_accessible() const override { return false; }
+  void* allocate(size_t bytes) const override { return std::malloc(bytes); }
+  void release(void* pointer) const override { std::free(pointer); }
+  void copy(void* to, const void* from, size_t bytes) const override {
+    std::memcpy(to, from, bytes);
+  }
+  void upload(void* to, const void* host, size_t bytes) const override {
+    std::memcpy(to, host, bytes);
+  }
+  void download(void* host, const void* from, size_t bytes) const override {
+    std::memcpy(host, from, bytes);
+  }
+  int64_t available_bytes() const override { return -1; }
+};
+
+// The device path adds 100 to each element.
+class AddHundred final : public ops::DeviceAllReduce {
+ public:
+  void sum(float* data, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) data[i] += 100;
+  }
+};
+
+TEST(CollectiveSum, DeviceBuffersGoToTheDeviceAllReduceWhenThereIsOne) {
+  ThirdOnItsMachine collective;
+  const OffHostMemory off_host;
+  const ops::Memory& cpu = ops::cpu_backend<float>();
+  std::vector<float> values = {1, 2};
+  std::vector<double> wide = {1, 2};
+  collective.allreduce_sum_in(off_host, values.data(), 2);  // no device all-reduce yet
+  EXPECT_EQ(values, (std::vector<float>{2, 4}));
+  collective.use_device_all_reduce(std::make_unique<AddHundred>());
+  collective.allreduce_sum_in(off_host, values.data(), 2);
+  EXPECT_EQ(values, (std::vector<float>{102, 104}));
+  collective.allreduce_sum_in(cpu, values.data(), 2);  // host memory: MPI sums it directly
+  EXPECT_EQ(values, (std::vector<float>{204, 208}));
+  collective.allreduce_sum_in(off_host, wide.data(), 2);  // only float buffers go to the device
+  EXPECT_EQ(wide, (std::vector<double>{2, 4}));
 }
 
 }  // namespace

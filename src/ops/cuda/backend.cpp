@@ -9,6 +9,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/linear.h"
 #include "ops/cuda/memory.h"
+#include "ops/cuda/nccl_all_reduce.h"
 #include "util/error.h"
 
 namespace sps::ops::cuda {
@@ -34,6 +35,10 @@ class CudaBackend final : public Backend<float> {
     copy_to_host(host, from, bytes);
   }
   int64_t available_bytes() const override { return free_device_bytes(); }
+  std::unique_ptr<DeviceAllReduce> device_all_reduce(const JobLink& job,
+                                                     std::string* why) const override {
+    return make_nccl_all_reduce(job, why);
+  }
   void fill(float* x, int64_t n, float value) const override { cuda::fill(x, n, value); }
 
   void linear_forward(float* out, const float* in, const float* weight, int64_t rows,
