@@ -7,11 +7,13 @@
 # Without --bundle it builds build/gpu with -DSPS_CUDA=ON (the dependencies of
 # scripts/install-deps.sh must be installed). A bundle made by scripts/gpu-bundle.sh carries
 # the binaries and their libraries instead, for a GPU machine without them.
-# Stages, in order: gpu, build, version, sass, kernels, sanitizer, train, eval, processes,
-# device-errors, bench-attention, bench-step, bench-generate. What the CUDA backend does not have yet (bf16 activations,
-# wgmma kernels, NCCL, the other benchmarks) is listed in the report as "not built", so that
-# it says what was not checked. A stage that cannot run here (no mpirun) is "skipped". Exit
-# status 0 when no stage failed, 1 otherwise, 2 on bad arguments.
+# Stages, in order: gpu, build, version, sass, kernels, train, eval, processes,
+# device-errors, bench-attention, bench-step, bench-generate, sanitizer (last: the slowest,
+# and the one most likely to run out of time). Each has a time limit, and the report is
+# rewritten after each, so a run cut short still says what it found. What the CUDA backend
+# does not have yet is listed in the report as "not built", so that it says what was not
+# checked. A stage that cannot run here (no mpirun) is "skipped". Exit status 0 when no stage
+# failed, 1 otherwise, 2 on bad arguments.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,21 +35,45 @@ trap 'rm -rf "$logs"' EXIT
 results=()  # one JSON object per stage
 failed=0
 bin=build/gpu
+export bin logs bundle  # the stages run in their own shells (below)
 
-# run_stage NAME COMMAND...: runs the stage (unless --only names another), records pass/fail,
-# seconds and the end of its output.
+not_built='["bf16 activations and K/V", "wgmma kernels", "sps generate on the GPU end to end (its decoder is in the kernels stage)", "analyze on the GPU", "NCCL overlapped with the backward", "serve on the GPU"]'
+
+# The report as it stands, rewritten after every stage: a run cut short still leaves one.
+write_report() {
+  {
+    printf '{"date": "%s", "revision": "%s", "host": "%s",\n "not_built": %s,\n "stages": [\n' \
+      "$(date -u +%FT%TZ)" "$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
+      "$(uname -m)" "$not_built"
+    for i in "${!results[@]}"; do
+      [ "$i" = 0 ] || printf ',\n'
+      printf '  %s' "${results[$i]}"
+    done
+    printf '\n]}\n'
+  } >"$report"
+}
+
+# run_stage NAME SECONDS FUNCTION: runs the stage (unless --only names another) in its own
+# shell, stopped after SECONDS so that one stuck stage cannot take the others' time; records
+# passed, failed, skipped (status 77) or timed out, the seconds and the end of its output.
 run_stage() {
-  local name=$1; shift
+  local name=$1 limit=$2 function=$3
   [ -z "$only" ] || [ "$only" = "$name" ] || [ "$name" = build ] || return 0
-  local start=$SECONDS status
-  local rc=0
-  "$@" >"$logs/$name.log" 2>&1 || rc=$?
-  case $rc in 0) status=passed ;; 77) status=skipped ;; *) status=failed ;; esac
-  [ $status != failed ] || failed=1
+  local start=$SECONDS status rc=0
+  timeout --kill-after=10 "$limit" bash -uo pipefail -c "$function" >"$logs/$name.log" 2>&1 ||
+    rc=$?
+  case $rc in
+    0) status=passed ;;
+    77) status=skipped ;;
+    124 | 137) status="timed out after ${limit}s" ;;
+    *) status=failed ;;
+  esac
+  [ "$status" = passed ] || [ "$status" = skipped ] || failed=1
   printf '%-14s %s (%ds)\n' "$name" "$status" $((SECONDS - start))
-  [ $status = passed ] || tail -5 "$logs/$name.log" | sed 's/^/    /'
+  [ "$status" = passed ] || tail -5 "$logs/$name.log" | sed 's/^/    /'
   results+=("$(python3 -c 'import json,sys; print(json.dumps({"stage": sys.argv[1], "status": sys.argv[2], "seconds": int(sys.argv[3]), "output_tail": open(sys.argv[4], errors="replace").read()[-4000:]}))' \
     "$name" "$status" $((SECONDS - start)) "$logs/$name.log")")
+  write_report
 }
 
 stage_gpu() {
@@ -219,32 +245,24 @@ stage_bench_generate() {
     model.window_size=64 --paper --interleave --runs 1 --device cuda:0
 }
 
-run_stage gpu stage_gpu
-run_stage build stage_build
+export -f compare_runs $(declare -F | awk '$3 ~ /^stage_/ {print $3}')
+# Stage limits: generous against the expected seconds (a source build aside), and together
+# well inside the device time a GPU session gets.
+run_stage gpu 30 stage_gpu
+run_stage build 1800 stage_build
 if [ $failed = 0 ]; then
-  run_stage version stage_version
-  run_stage sass stage_sass
-  run_stage kernels stage_kernels
-  run_stage sanitizer stage_sanitizer
-  run_stage train stage_train
-  run_stage eval stage_eval
-  run_stage processes stage_processes
-  run_stage device-errors stage_device_errors
-  run_stage bench-attention stage_bench_attention
-  run_stage bench-step stage_bench_step
-  run_stage bench-generate stage_bench_generate
+  run_stage version 30 stage_version
+  run_stage sass 120 stage_sass
+  run_stage kernels 240 stage_kernels
+  run_stage train 240 stage_train
+  run_stage eval 60 stage_eval
+  run_stage processes 180 stage_processes
+  run_stage device-errors 60 stage_device_errors
+  run_stage bench-attention 120 stage_bench_attention
+  run_stage bench-step 180 stage_bench_step
+  run_stage bench-generate 240 stage_bench_generate
+  run_stage sanitizer 300 stage_sanitizer
 fi
-
-not_built='["bf16 activations and K/V", "wgmma kernels", "sps generate on the GPU end to end (its decoder is in the kernels stage)", "analyze on the GPU", "NCCL overlapped with the backward", "serve on the GPU"]'
-{
-  printf '{"date": "%s", "revision": "%s", "host": "%s",\n "not_built": %s,\n "stages": [\n' \
-    "$(date -u +%FT%TZ)" "$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
-    "$(uname -m)" "$not_built"
-  for i in "${!results[@]}"; do
-    [ "$i" = 0 ] || printf ',\n'
-    printf '  %s' "${results[$i]}"
-  done
-  printf '\n]}\n'
-} >"$report"
+write_report
 echo "report: $report"
 exit $failed
