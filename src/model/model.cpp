@@ -119,7 +119,7 @@ int64_t checked_product(int64_t a, int64_t b, const ModelConfig& c, int64_t B, i
 }
 
 ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_,
-                                ActivationPlanKind kind) {
+                                ActivationPlanKind kind, int64_t lm_head_rows) {
   auto product = [&](int64_t a, int64_t b) { return checked_product(a, b, c, B, T_); };
   const int64_t rows = product(product(B, family_by_name(c.family).streams()), T_);
   const int64_t readout_rows = product(B, T_);
@@ -146,7 +146,7 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_,
     p.h_out = p.first.h_in;
     p.nf = take(product(readout_rows, d));
     p.rstdf = take(readout_rows);
-    p.logits = take(product(kLmHeadChunk, V));
+    p.logits = take(product(std::min(lm_head_rows, readout_rows), V));
     p.lse_head = take(readout_rows);
     p.nll = take(readout_rows);
     p.dh = p.dn = p.dqkv = p.datt = p.dgate_up = p.dact = p.dnf = -1;  // no backward
@@ -167,7 +167,7 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_,
   p.h_out = take(product(rows, d));
   p.nf = take(product(readout_rows, d));
   p.rstdf = take(readout_rows);
-  p.logits = take(product(kLmHeadChunk, V));
+  p.logits = take(product(std::min(lm_head_rows, readout_rows), V));
   p.lse_head = take(readout_rows);
   p.nll = take(readout_rows);
   p.dh = take(product(rows, d));
@@ -182,10 +182,14 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_,
 
 }  // namespace
 
+int64_t lm_head_chunk_rows(const ops::Device& device) {
+  return device.kind == ops::Device::Kind::cpu ? 256 : 4096;
+}
+
 int64_t planned_activation_bytes(const ModelConfig& c, int64_t batch, int64_t tokens,
-                                 ActivationPlanKind kind) {
-  return checked_product(plan_activations(c, batch, tokens, kind).total, int64_t(sizeof(float)),
-                         c, batch, tokens);
+                                 ActivationPlanKind kind, const ops::Device& device) {
+  return checked_product(plan_activations(c, batch, tokens, kind, lm_head_chunk_rows(device)).total,
+                         int64_t(sizeof(float)), c, batch, tokens);
 }
 
 template <typename T>
@@ -198,7 +202,8 @@ void Model<T>::reserve(int64_t B, int64_t T_, bool training) {
                                                                  : ActivationPlanKind::inference;
   B = std::max(B, planned_batch_);
   T_ = std::max(T_, planned_tokens_);
-  const ActivationPlan plan = plan_activations(config_, B, T_, kind);
+  const ActivationPlan plan =
+      plan_activations(config_, B, T_, kind, lm_head_chunk_rows(backend_.device()));
   backend_.require(__int128(plan.total) * sizeof(T),
                    fmt::format("model config: the activations for a batch of {} × {} tokens", B, T_));
   acts_.reset(size_t(plan.total));
@@ -396,8 +401,9 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
       host_rows_[k] = weight ? T(grad_scale * weight[k]) : layout_.keep[k] ? row_grad : T(0);
     backend_.upload(dnll, host_rows_.data(), sizeof(T) * readout_rows);
   }
-  for (int64_t r0 = 0; r0 < readout_rows; r0 += kLmHeadChunk) {
-    const int64_t n = std::min(kLmHeadChunk, readout_rows - r0);
+  const int64_t chunk = lm_head_chunk_rows(backend_.device());
+  for (int64_t r0 = 0; r0 < readout_rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, readout_rows - r0);
     const int32_t* targets = readout_targets_.data() + r0;
     backend_.linear_forward(logits_, nf_ + r0 * d, E, n, d, V, false);
     backend_.cross_entropy_forward(nll_ + r0, lse_head_ + r0, logits_, targets, n, V);

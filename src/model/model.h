@@ -178,11 +178,15 @@ class Model {
   int64_t batch_ = 0, tokens_ = 0;
 };
 
-// Rows of the LM head computed at once (bounds the logits buffer to chunk × V).
-inline constexpr int64_t kLmHeadChunk = 256;
+// Rows of the LM head computed at once on `device`, which bound the logits buffer to
+// rows × V: few on the CPU, where a chunk's logits stay in its caches; many on a GPU, where
+// each chunk's three GEMMs (and the bf16 copies of the embedding table they make) should be
+// large enough to be worth their launches.
+int64_t lm_head_chunk_rows(const ops::Device& device);
 
-// Bytes of the activation plan of this kind Model<float>::reserve(batch, tokens, …) allocates.
+// Bytes of the activation plan of this kind Model<float>::reserve(batch, tokens, …) allocates
+// on `device`.
 int64_t planned_activation_bytes(const ModelConfig& config, int64_t batch, int64_t tokens,
-                                 ActivationPlanKind kind);
+                                 ActivationPlanKind kind, const ops::Device& device = {});
 
 }  // namespace sps

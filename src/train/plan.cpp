@@ -63,7 +63,8 @@ TrainPlan make_train_plan(const TrainConfig& config, int ranks) {
   p.activation_bytes = planned_activation_bytes(
       c, B, T,
       config.system.recompute_activations ? ActivationPlanKind::training_recomputed
-                                          : ActivationPlanKind::training);
+                                          : ActivationPlanKind::training,
+      ops::parse_device(config.system.device, "system.device"));
   return p;
 }
 

@@ -144,6 +144,20 @@ TEST_P(ModelInvariants, InferencePlanIsBitIdenticalInLessMemory) {
 INSTANTIATE_TEST_SUITE_P(Families, ModelInvariants, ::testing::ValuesIn(kFamilies),
                          [](const auto& info) { return info.param; });
 
+// The logits buffer holds one LM-head chunk: 256 rows on the CPU, 4,096 on a GPU, never
+// more rows than the micro-batch reads out.
+TEST(ActivationPlan, TheLogitsChunkFollowsTheDevice) {
+  const ModelConfig c = micro_config("sps", 3);
+  const ops::Device cpu, gpu{ops::Device::Kind::cuda, 0};
+  const int64_t V = c.vocab_size, logits = sizeof(float) * V;
+  const auto bytes = [&](int64_t batch, const ops::Device& device) {
+    return planned_activation_bytes(c, batch, c.block_size, ActivationPlanKind::training, device);
+  };
+  const int64_t few = 4, many = 64;             // 48 and 768 readout rows of 12 tokens
+  EXPECT_EQ(bytes(few, gpu), bytes(few, cpu));  // both chunks hold every row
+  EXPECT_EQ(bytes(many, gpu) - bytes(many, cpu), (many * c.block_size - 256) * logits);
+}
+
 TEST(ModelInit, SameSeedIsBitIdenticalAndFollowsSpec) {
   ModelConfig c = micro_config("sps", 2);
   c.init_std = 0.02;
