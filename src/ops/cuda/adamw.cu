@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <memory>
 #include <vector>
 
 #include "ops/cuda/check.h"
@@ -65,12 +64,18 @@ void adamw_update(float* weights, const float* grads, float* m, float* v, int64_
 double sum_squares(const float* x, int64_t n) {
   if (n <= 0) return 0;
   const int64_t blocks = (n + kBlockElements - 1) / kBlockElements;
-  const std::unique_ptr<double, void (*)(void*)> partial(
-      static_cast<double*>(device_allocate(size_t(blocks) * sizeof(double))), device_free);
-  block_squares_kernel<<<unsigned(blocks), kThreads>>>(partial.get(), x, n);
+  // Kept and grown, not allocated per call: freeing device memory waits for the whole GPU.
+  static double* partial = nullptr;
+  static int64_t capacity = 0;
+  if (blocks > capacity) {
+    device_free(partial);
+    partial = static_cast<double*>(device_allocate(size_t(blocks) * sizeof(double)));
+    capacity = blocks;
+  }
+  block_squares_kernel<<<unsigned(blocks), kThreads>>>(partial, x, n);
   check(cudaGetLastError(), "sum of squares launch");
   std::vector<double> host(blocks);
-  copy_to_host(host.data(), partial.get(), host.size() * sizeof(double));
+  copy_to_host(host.data(), partial, host.size() * sizeof(double));
   double total = 0;
   for (double b : host) total += b;
   return total;
