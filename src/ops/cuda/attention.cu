@@ -340,7 +340,9 @@ void split_decode(float* out, const float* qkv, const float* persistent_k,
   const size_t partial_bytes = sizeof(float) * size_t(l.batch * l.heads * splits * l.queries *
                                                       decode::kPartialFloats<kDecodeMaxD>);
   auto* partials = static_cast<float*>(scratch(partial_bytes));
-  const size_t shared = sizeof(float) * decode::kGroups * decode::kMaxQueries * (2 + kDecodeMaxD);
+  constexpr size_t shared =
+      sizeof(float) * decode::kGroups * decode::kMaxQueries * (2 + kDecodeMaxD);
+  static_assert(shared <= 48 * 1024, "the split kernel's shared memory needs no opt-in");
   decode::split_kernel<kDecodeMaxD>
       <<<dim3(unsigned(splits), unsigned(l.batch * l.heads)), decode::kThreads, shared>>>(
           partials, qkv, persistent_k, persistent_v, ring_k, ring_v, p);

@@ -13,11 +13,18 @@ namespace {
 constexpr int kMaxD = 64;
 static_assert(tiled::kSkipped == uint8_t(TileKind::skipped) &&
               tiled::kPartial == uint8_t(TileKind::partial));
+// Shared memory a block may have: 48 KB without asking, and at most 163 KB when asked on the
+// smallest target (sm_80; sm_90 allows 227 KB). A kernel over either fails the build.
+constexpr int kDefaultSharedBytes = 48 * 1024, kMaxSharedBytes = 163 * 1024;
 using Shape = tiled::Shape<kAttentionTile, kMaxD>;
+static_assert(4 * Shape::forward_floats <= kMaxSharedBytes &&
+              4 * Shape::query_gradient_floats <= kMaxSharedBytes &&
+              4 * Shape::key_gradient_floats <= kMaxSharedBytes);
 
 using Bf16 = tiled::Bf16Shape<kMaxD>;
-static_assert(Bf16::kTile == kAttentionTile && Bf16::forward_bytes <= 48 * 1024 &&
-              Bf16::query_gradient_bytes <= 48 * 1024 && Bf16::key_gradient_bytes <= 48 * 1024);
+static_assert(Bf16::kTile == kAttentionTile && Bf16::forward_bytes <= kDefaultSharedBytes &&
+              Bf16::query_gradient_bytes <= kDefaultSharedBytes &&
+              Bf16::key_gradient_bytes <= kDefaultSharedBytes);
 
 tiled::Params params_of(const AttentionLayout& l) {
   return tiled::params_of(l, reinterpret_cast<const uint8_t*>(l.tile_kinds), kAttentionTile);
