@@ -324,7 +324,7 @@ void run_generate_bench(const GenerateBenchOptions& o) {
           {"prefill_activation_bytes", r.activation_bytes},
           {"copy_bandwidth_bytes_per_second", bandwidth},
           {"decode_fraction_of_bandwidth_bound", r.bound_fraction},
-          {"sgemm_flops_per_second", machine.flops},
+          {"gemm_flops_per_second", machine.flops},
           {"decode_fraction_of_flop_bound", r.flop_bound_fraction},
           {"decode_bound", bound_name(r)},
           {"reference", ref.label},
