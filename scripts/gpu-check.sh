@@ -28,8 +28,18 @@ while [ $# -gt 0 ]; do
 done
 [ -z "$bundle" ] || [ -f "$bundle" ] || { echo "gpu-check.sh: --bundle $bundle: no such file" >&2; exit 2; }
 
-# A bundle carries every library but the CUDA toolkit's, which the GPU machine has.
-[ -z "$bundle" ] || export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# A bundle carries every library but the CUDA toolkit's big ones (cuBLASLt, NCCL), which
+# the GPU machine has: in the toolkit's folder, or where its image keeps them (a Python
+# wheel's nvidia/*/lib, say). Their folders go on the library path.
+if [ -n "$bundle" ]; then
+  toolkit_libs="${CUDA_HOME:-/usr/local/cuda}/lib64"
+  for lib in libcublasLt.so.13 libnccl.so.2; do
+    found=$(find "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local /opt /usr/lib -name "$lib" \
+      -print -quit 2>/dev/null)
+    [ -z "$found" ] || toolkit_libs="$toolkit_libs:$(dirname "$found")"
+  done
+  export LD_LIBRARY_PATH="$toolkit_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 results=()  # one JSON object per stage
@@ -83,7 +93,7 @@ stage_gpu() {
 stage_build() {
   if [ -n "$bundle" ]; then
     rm -rf "$bin" && mkdir -p "$bin" && tar -x -C "$bin" -f "$bundle" --zstd || return 1
-    echo "libraries from the bundle, cuBLASLt from ${CUDA_HOME:-/usr/local/cuda}/lib64"
+    echo "libraries from the bundle; cuBLASLt and NCCL searched on $LD_LIBRARY_PATH"
   else
     cmake -S . -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON &&
       ninja -C "$bin" sps test_cuda
