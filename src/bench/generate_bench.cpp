@@ -93,18 +93,8 @@ struct BenchResult {
   bool peak_is_per_model = true;
 };
 
-// Greedy over ids other than EOS, PAD and PREDICT.
-int32_t argmax_allowed(const float* logits, const ModelConfig& c) {
-  int32_t best = -1;
-  for (int32_t id = 0; id < int32_t(c.vocab_size); ++id) {
-    if (id == c.eos_token_id || id == c.pad_token_id || id == c.predict_token_id) continue;
-    if (best < 0 || logits[id] > logits[best]) best = id;
-  }
-  return best;
-}
-
-// One model with its decoder, timed run by run. A step ends with the logits on the host, so
-// on a GPU every timed step has finished.
+// One model with its decoder, timed run by run. Each step's greedy choice is made where the
+// logits are and ends with the ids on the host, so on a GPU every timed step has finished.
 struct Contestant {
   const GenerateBenchModel& spec;
   Model<float> model;
@@ -120,6 +110,7 @@ struct Contestant {
     s.max_prompt_tokens = o.prompt_tokens;
     s.max_new_tokens = std::max<int64_t>(0, o.new_tokens - 1);
     s.prefill_rows = o.prefill_rows;
+    s.host_logits = false;  // only greedy() choices are taken
     return s;
   }
   static Model<float>& with_weights(Model<float>& model, const GenerateBenchModel& m, uint64_t seed) {
@@ -146,12 +137,12 @@ struct Contestant {
     prefill_seconds = now_seconds() - t0;
     decode_seconds = bytes_read = flops = 0;
   }
-  // One new token per row: greedy choice, then the decode step that consumes it.
+  // One new token per row: greedy choice over ids other than EOS, PAD and PREDICT, then the
+  // decode step that consumes it.
   void step() {
     const ModelConfig& c = spec.config;
     const double t0 = now_seconds();
-    for (int64_t b = 0; b < int64_t(next.size()); ++b)
-      next[b] = argmax_allowed(decoder.logits() + b * c.vocab_size, c);
+    decoder.greedy(next.data(), {{c.eos_token_id, c.pad_token_id, c.predict_token_id, -1}});
     bytes_read += weight_bytes + double(decoder.cache().used_bytes());
     decoder.step(next.data());
     decode_seconds += now_seconds() - t0;

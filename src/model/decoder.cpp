@@ -124,13 +124,23 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P,
   }
   backend_.linear_decode_forward(logits_.data(), nf_.data(), W + model_.params().wte(), B, d_,
                                  V_, false);
+  logit_rows_ = B;
+  logit_positions_ = 1;
   publish_logits(0, B);
 }
 
 template <typename T>
 void Decoder<T>::publish_logits(int64_t first, int64_t count) {
-  if (!backend_.host_accessible())
+  if (!backend_.host_accessible() && shape_.host_logits)
     logits_.download(host_logits_.data() + first * V_, size_t(count * V_), size_t(first * V_));
+}
+
+template <typename T>
+void Decoder<T>::greedy(int32_t* ids, const ops::ExcludedIds& excluded) {
+  SPS_ASSERT(logit_positions_ == 1 && logit_rows_ >= 1);
+  device_ids_.reserve(size_t(logit_rows_));
+  backend_.argmax_rows(device_ids_.data(), logits_.data(), logit_rows_, V_, excluded);
+  device_ids_.download(ids, size_t(logit_rows_));
 }
 
 template <typename T>
@@ -257,6 +267,8 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   }
   backend_.linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B * K, d, V_,
                                  false);
+  logit_rows_ = B;
+  logit_positions_ = K;
   publish_logits(0, B * K);
 }
 

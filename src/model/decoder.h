@@ -33,6 +33,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/slot_layout.h"
+#include "util/error.h"
 
 namespace sps {
 
@@ -47,6 +48,9 @@ struct DecoderShape {
   // Rows per forward in prefill; 0 chooses as many as fit kPrefillSlots slots (at least one),
   // so a long prompt's activations stay one row's while short prompts still go together.
   int64_t prefill_rows = 0;
+  // Whether logits() is kept on the host. A caller that only takes greedy() choices sets it
+  // false, and then nothing but the chosen ids leaves a GPU.
+  bool host_logits = true;
 };
 
 template <typename T>
@@ -89,8 +93,13 @@ class Decoder {
   // [B, K, V] ([rows, K, V] after an extend of fewer rows): the logits of the last call, K = 1
   // after prefill, fork and step, on the host.
   const T* logits() const {
+    SPS_ASSERT(shape_.host_logits || backend_.host_accessible());
     return backend_.host_accessible() ? logits_.data() : host_logits_.data();
   }
+  // ids[b] = the next token of row b by greedy choice over the last call's logits, which must
+  // hold one position per row (after prefill, step, or an extend of one token): the id of the
+  // largest logit, the lowest on a tie, never an excluded one. Chosen where the logits are.
+  void greedy(int32_t* ids, const ops::ExcludedIds& excluded);
   const KvCache<T>& cache() const { return cache_; }
   const DecoderShape& shape() const { return shape_; }
   int64_t vocab_size() const { return V_; }
@@ -117,6 +126,8 @@ class Decoder {
       att_{backend_}, gate_up_{backend_}, act_{backend_};  // [B·K·Q, ·]
   ops::DeviceBuffer<T> nf_{backend_}, rstdf_{backend_}, logits_{backend_};  // [B·K, ·]
   std::vector<T> host_logits_;  // logits_ on the host, where the backend's memory is not
+  int64_t logit_rows_ = 0, logit_positions_ = 0;             // what the last call left in logits_
+  ops::DeviceBuffer<int32_t> device_ids_{backend_};          // greedy()'s choices
   std::vector<int64_t> ring_next_;                           // [B] ring row of the next push
   // The decode attention's per-row counts in the backend's memory: persistent and ring rows
   // cached, the ring row after the newest.

@@ -80,6 +80,17 @@ template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
                             const T* dnll, int64_t rows, int64_t V);
 
+// ---- greedy choice -------------------------------------------------------------------
+// Up to four ids a greedy choice never takes (−1: unused), passed by value to any device.
+struct ExcludedIds {
+  int32_t ids[4] = {-1, -1, -1, -1};
+};
+
+// ids[r] = the id of the largest of x[r, 0..n) other than the excluded ones, the lowest such
+// id on a tie (rows free of NaN), or −1 when every id is excluded. x: [rows, n].
+template <typename T>
+void argmax_rows(int32_t* ids, const T* x, int64_t rows, int64_t n, const ExcludedIds& excluded);
+
 // ---- family-masked attention ---------------------------------------------------------
 // Slots of one sequence are stream-major: streams = 1 (standard) or 2 (interleaved: all
 // input slots of the T tokens, then all predict slots). Slot (stream a, token i) may see

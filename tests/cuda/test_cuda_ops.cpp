@@ -126,6 +126,22 @@ TEST(CudaOps, CrossEntropyMatchesTheCpuBackendInPlace) {
   EXPECT_LT(max_relative_error(d_logits.read(), logits), 1e-5);
 }
 
+// Greedy choice over a vocabulary of logits with repeated values: the CPU's ids exactly.
+TEST(CudaOps, ArgmaxMatchesTheCpuBackendTiesIncluded) {
+  SPS_REQUIRE_GPU();
+  const int64_t rows = 16, V = 50304;
+  auto logits = random_floats(rows * V, 5);
+  for (float& x : logits) x = float(int(x * 4.0f)) / 4.0f;  // few distinct values: ties
+  ops::ExcludedIds excluded;
+  excluded.ids[0] = 50256;
+  std::vector<int32_t> ids(rows);
+  ops::argmax_rows(ids.data(), logits.data(), rows, V, excluded);
+  DeviceFloats d_logits(logits);
+  DeviceInts d_ids(std::vector<int32_t>(rows, -7));
+  ops::cuda::argmax_rows(d_ids.data, d_logits.data, rows, V, excluded);
+  EXPECT_EQ(d_ids.read(), ids);
+}
+
 TEST(CudaOps, AdamWAndSumOfSquaresMatchTheCpuBackend) {
   SPS_REQUIRE_GPU();
   const int64_t n = 300000;

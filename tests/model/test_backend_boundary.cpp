@@ -133,6 +133,11 @@ class CheckingBackend final : public ops::Backend<float> {
     check("cross_entropy_forward", {nll, lse, logits, targets});
     cpu().cross_entropy_forward(nll, lse, logits, targets, rows, V);
   }
+  void argmax_rows(int32_t* ids, const float* x, int64_t rows, int64_t n,
+                   const ops::ExcludedIds& excluded) const override {
+    check("argmax_rows", {ids, x});
+    cpu().argmax_rows(ids, x, rows, n, excluded);
+  }
   void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                               const int32_t* targets, const float* dnll, int64_t rows,
                               int64_t V) const override {
@@ -257,6 +262,48 @@ TEST(BackendBoundary, CachedGenerationPassesOnlyTheBackendsMemoryAndMatchesTheCp
     const CheckingBackend checking;
     testing::decode_in_lockstep(testing::micro_config(family, 2), checking, bitwise_equal);
     EXPECT_GT(checking.calls, 0);
+    EXPECT_EQ(checking.strays, std::vector<std::string>{});
+  }
+}
+
+// Greedy choices made where the logits are, with no logits kept on the host, are those of
+// the host logits of a CPU decoder on the same weights, step after step.
+TEST(BackendBoundary, GreedyChoicesWithoutHostLogitsMatchTheCpu) {
+  for (const std::string& family : testing::kFamilies) {
+    SCOPED_TRACE(family);
+    const ModelConfig c = testing::micro_config(family, 2);
+    const CheckingBackend checking;
+    Model<float> on_device(c, checking), on_cpu(c);
+    on_device.init_weights(3);
+    on_cpu.init_weights(3);
+    DecoderShape shape;
+    shape.batch = 3;
+    shape.max_prompt_tokens = 6;
+    shape.max_new_tokens = 4;
+    Decoder<float> reference(on_cpu, shape);
+    shape.host_logits = false;
+    Decoder<float> decoder(on_device, shape);
+    const std::vector<int32_t> prompts = testing::random_tokens(3, 6, c, 5, {});
+    reference.prefill(prompts.data(), 6);
+    decoder.prefill(prompts.data(), 6);
+    ops::ExcludedIds excluded;
+    excluded.ids[0] = c.eos_token_id;
+    excluded.ids[1] = c.predict_token_id;
+    for (int step = 0; step < 4; ++step) {
+      std::vector<int32_t> expected(3), chosen(3, -7);
+      for (int64_t b = 0; b < 3; ++b) {
+        const float* row = reference.logits() + b * c.vocab_size;
+        int32_t best = -1;
+        for (int32_t id = 0; id < int32_t(c.vocab_size); ++id)
+          if (id != c.eos_token_id && id != c.predict_token_id && (best < 0 || row[id] > row[best]))
+            best = id;
+        expected[b] = best;
+      }
+      decoder.greedy(chosen.data(), excluded);
+      EXPECT_EQ(chosen, expected) << "step " << step;
+      reference.step(expected.data());
+      decoder.step(chosen.data());
+    }
     EXPECT_EQ(checking.strays, std::vector<std::string>{});
   }
 }

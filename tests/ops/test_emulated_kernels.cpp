@@ -8,8 +8,10 @@
 //   decode attention: every family's cache (persistent rows within ω, a ring not yet full
 //   or full in any rotation), one to more splits than rows, unused cache rows NaN;
 // - the bf16 tensor-core forward and backward against the dense reference on the same inputs
-//   rounded to bf16.
+//   rounded to bf16;
+// - the greedy choice (ops/cuda/argmax.cuh) against the CPU backend's, ties included.
 #include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
+#include "ops/cuda/argmax.cuh"
 #include "ops/cuda/attention_tiled.cuh"
 #include "ops/cuda/decode_attention.cuh"
 
@@ -220,6 +222,28 @@ TEST(DecodeAttentionSplitKernels, MatchTheCpuBackendForEveryCache) {
   for (const testing::DecodeCacheCase& c : testing::decode_cache_cases())
     for (const int64_t splits : {int64_t(1), int64_t(3), int64_t(50)})
       check_split_decode(c, splits);
+}
+
+// Rows of few distinct values (so ties are common), lengths below, at and above a block's
+// threads, some ids excluded: the GPU kernel picks what the CPU picks.
+TEST(ArgmaxKernel, MatchesTheCpuBackendTiesIncluded) {
+  std::mt19937_64 rng(21);
+  std::uniform_int_distribution<int> level(0, 5);
+  namespace argmax = ops::cuda::argmax;
+  for (const int64_t n : {1, 7, 255, 256, 257, 1000}) {
+    const int64_t rows = 5;
+    std::vector<float> x(rows * n);
+    for (float& v : x) v = float(level(rng)) * 0.5f - 1.0f;
+    ops::ExcludedIds excluded;
+    excluded.ids[0] = 0;
+    excluded.ids[1] = int32_t(n / 2);
+    std::vector<int32_t> cpu(rows), gpu(rows, -7);
+    ops::argmax_rows(cpu.data(), x.data(), rows, n, excluded);
+    cuda_emulator::launch(dim3{unsigned(rows), 1, 1}, dim3{unsigned(argmax::kBlockThreads), 1, 1},
+                          argmax::kSharedBytes, argmax::argmax_kernel<argmax::kBlockThreads>,
+                          gpu.data(), static_cast<const float*>(x.data()), n, excluded);
+    EXPECT_EQ(gpu, cpu) << "n " << n;
+  }
 }
 
 }  // namespace

@@ -96,6 +96,10 @@ class CpuBackend final : public Backend<T> {
                              int64_t rows, int64_t V) const override {
     ops::cross_entropy_forward(nll, lse, logits, targets, rows, V);
   }
+  void argmax_rows(int32_t* ids, const T* x, int64_t rows, int64_t n,
+                   const ExcludedIds& excluded) const override {
+    ops::argmax_rows(ids, x, rows, n, excluded);
+  }
   void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
                               const T* dnll, int64_t rows, int64_t V) const override {
     ops::cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);

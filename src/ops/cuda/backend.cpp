@@ -101,6 +101,10 @@ class CudaBackend final : public Backend<float> {
                              int64_t rows, int64_t V) const override {
     cuda::cross_entropy_forward(nll, lse, logits, targets, rows, V);
   }
+  void argmax_rows(int32_t* ids, const float* x, int64_t rows, int64_t n,
+                   const ExcludedIds& excluded) const override {
+    cuda::argmax_rows(ids, x, rows, n, excluded);
+  }
   void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                               const int32_t* targets, const float* dnll, int64_t rows,
                               int64_t V) const override {

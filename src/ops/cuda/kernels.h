@@ -31,6 +31,11 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* tokens,
 
 void cross_entropy_forward(float* nll, float* lse, const float* logits, const int32_t* targets,
                            int64_t rows, int64_t V);
+// Greedy choice per row (ops.h): one block per row, its threads' candidates combined in a
+// fixed tree order, the lowest id winning ties.
+void argmax_rows(int32_t* ids, const float* x, int64_t rows, int64_t n,
+                 const ExcludedIds& excluded);
+
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                             const int32_t* targets, const float* dnll, int64_t rows, int64_t V);
 
