@@ -266,6 +266,15 @@ TEST(BackendBoundary, CachedGenerationPassesOnlyTheBackendsMemoryAndMatchesTheCp
   }
 }
 
+// Three rows of prompts of 6 tokens, then 4 steps: the decoders of the tests below.
+DecoderShape three_rows() {
+  DecoderShape shape;
+  shape.batch = 3;
+  shape.max_prompt_tokens = 6;
+  shape.max_new_tokens = 4;
+  return shape;
+}
+
 // Greedy choices made where the logits are, with no logits kept on the host, are those of
 // the host logits of a CPU decoder on the same weights, step after step.
 TEST(BackendBoundary, GreedyChoicesWithoutHostLogitsMatchTheCpu) {
@@ -276,10 +285,7 @@ TEST(BackendBoundary, GreedyChoicesWithoutHostLogitsMatchTheCpu) {
     Model<float> on_device(c, checking), on_cpu(c);
     on_device.init_weights(3);
     on_cpu.init_weights(3);
-    DecoderShape shape;
-    shape.batch = 3;
-    shape.max_prompt_tokens = 6;
-    shape.max_new_tokens = 4;
+    DecoderShape shape = three_rows();
     Decoder<float> reference(on_cpu, shape);
     shape.host_logits = false;
     Decoder<float> decoder(on_device, shape);
@@ -317,10 +323,7 @@ TEST(BackendBoundary, DecodeStepFlopsAreTheDecodersOps) {
     const CheckingBackend checking;
     Model<float> model(c, checking);
     model.init_weights(3);
-    DecoderShape shape;
-    shape.batch = 3;
-    shape.max_prompt_tokens = 6;
-    shape.max_new_tokens = 4;
+    DecoderShape shape = three_rows();
     Decoder<float> decoder(model, shape);
     const std::vector<int32_t> prompts = testing::random_tokens(3, 6, c, 5, {});
     decoder.prefill(prompts.data(), 6);
