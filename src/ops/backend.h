@@ -202,8 +202,8 @@ class Backend : public Memory {
                                 const T* ring_k, const T* ring_v,
                                 const DecodeAttentionLayout& layout) const = 0;
 
-  virtual void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
-                            const AdamWStep& step) const = 0;
+  virtual void adamw_update(T* weights, const T* grads, float* m, float* v,
+                            const std::vector<AdamWRange>& ranges, const AdamWStep& step) const = 0;
   virtual double sum_squares(const T* x, int64_t n) const = 0;
 };
 

@@ -7,6 +7,7 @@
 // Conventions: "accumulate" arguments choose between out = f(...) and out += f(...).
 // Gradients of parameters are always accumulated (+=), so a step's micro-batches add up.
 #include <cstdint>
+#include <vector>
 
 namespace sps::ops {
 
@@ -140,15 +141,22 @@ namespace sps::ops {
 // For i in [0, n), with g = grad[i] · grad_scale (the clipping factor):
 //   m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²;
 //   w = w·(1 − lr·weight_decay) − lr · (m / (1 − β1^step)) / (√(v / (1 − β2^step)) + eps)
-// (decoupled decay as in PyTorch's AdamW; pass weight_decay = 0 for ranges without decay).
-// m and v are fp32 whatever T is; step counts from 1.
+// (decoupled decay as in PyTorch's AdamW; weight_decay applies to the ranges marked
+// `decayed`, none to the others). m and v are fp32 whatever T is; step counts from 1.
 struct AdamWStep {
   double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0, grad_scale = 1;
   int64_t step = 1;
 };
+// One range [begin, end) of the flat buffers, with or without weight decay.
+struct AdamWRange {
+  int64_t begin = 0, end = 0;
+  bool decayed = false;
+};
+// Every range in one call (a whole model's parameters: one launch on a GPU, not one per
+// tensor). Each element's arithmetic is the same whichever call or launch updates it.
 template <typename T>
-void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
-                  const AdamWStep& step);
+void adamw_update(T* weights, const T* grads, float* m, float* v,
+                  const std::vector<AdamWRange>& ranges, const AdamWStep& step);
 
 // Σ x[i]² in double, in a fixed order (fixed blocks summed serially), so the result does not
 // depend on the number of threads or on scheduling: exact resumes need that.

@@ -34,9 +34,26 @@ double global_grad_norm(const ops::Backend<T>& backend, const T* grads, int64_t 
   return std::sqrt(backend.sum_squares(grads, n));
 }
 
+namespace {
+
+// The parameters as ranges for adamw_update: runs of neighbouring entries with the same
+// decay flag merged into one.
+std::vector<ops::AdamWRange> update_ranges(const ParamTable& table) {
+  std::vector<ops::AdamWRange> ranges;
+  for (const auto& e : table.entries()) {
+    if (!ranges.empty() && ranges.back().decayed == e.decayed && ranges.back().end == e.offset)
+      ranges.back().end += e.numel;
+    else
+      ranges.push_back({e.offset, e.offset + e.numel, e.decayed});
+  }
+  return ranges;
+}
+
+}  // namespace
+
 AdamW::AdamW(const ParamTable& table, const OptimizerSettings& settings,
              const ops::Backend<float>& backend)
-    : table_(table), settings_(settings), m_(backend), v_(backend) {
+    : table_(table), settings_(settings), ranges_(update_ranges(table)), m_(backend), v_(backend) {
   for (ops::DeviceBuffer<float>* moment : {&m_, &v_}) {
     moment->reset(size_t(table.total()));
     backend.fill(moment->data(), table.total(), 0.0f);
@@ -61,20 +78,8 @@ void AdamW::update(const ops::Backend<T>& backend, T* weights, const T* grads, d
   s.eps = settings_.eps;
   s.grad_scale = grad_scale;
   s.step = step_;
-  // Runs of neighbouring entries with the same decay flag go to the op as one range.
-  const auto& entries = table_.entries();
-  for (size_t i = 0; i < entries.size();) {
-    size_t j = i + 1;
-    while (j < entries.size() && entries[j].decayed == entries[i].decayed &&
-           entries[j].offset == entries[j - 1].offset + entries[j - 1].numel)
-      ++j;
-    const int64_t begin = entries[i].offset;
-    const int64_t end = entries[j - 1].offset + entries[j - 1].numel;
-    s.weight_decay = entries[i].decayed ? settings_.weight_decay : 0.0;
-    backend.adamw_update(weights + begin, grads + begin, m_.data() + begin, v_.data() + begin,
-                      end - begin, s);
-    i = j;
-  }
+  s.weight_decay = settings_.weight_decay;
+  backend.adamw_update(weights, grads, m_.data(), v_.data(), ranges_, s);
 }
 
 void AdamW::save(const std::string& path) const {

@@ -59,6 +59,7 @@ class AdamW {
  private:
   const ParamTable& table_;
   OptimizerSettings settings_;
+  std::vector<ops::AdamWRange> ranges_;  // the parameters, as adamw_update takes them
   ops::DeviceBuffer<float> m_, v_;
   int64_t step_ = 0;
 };

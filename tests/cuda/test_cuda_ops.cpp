@@ -151,8 +151,11 @@ TEST(CudaOps, AdamWAndSumOfSquaresMatchTheCpuBackend) {
   DeviceFloats d_weights(weights), d_grads(grads), d_m(m), d_v(v);
   ops::AdamWStep step;
   step.lr = 3e-3, step.weight_decay = 0.1, step.grad_scale = 0.7, step.step = 5;
-  ops::adamw_update(weights.data(), grads.data(), m.data(), v.data(), n, step);
-  ops::cuda::adamw_update(d_weights.data, d_grads.data, d_m.data, d_v.data, n, step);
+  std::vector<ops::AdamWRange> ranges;  // 150 ranges: more than one launch holds
+  for (int64_t r = 0; r < 150; ++r) ranges.push_back({r * 2000, (r + 1) * 2000, r % 3 != 0});
+  ranges.back().end = n;
+  ops::adamw_update(weights.data(), grads.data(), m.data(), v.data(), ranges, step);
+  ops::cuda::adamw_update(d_weights.data, d_grads.data, d_m.data, d_v.data, ranges, step);
   EXPECT_LT(max_relative_error(d_weights.read(), weights), 1e-6);
   EXPECT_LT(max_relative_error(d_m.read(), m), 1e-6);
   EXPECT_LT(max_relative_error(d_v.read(), v), 1e-6);

@@ -165,10 +165,11 @@ class CheckingBackend final : public ops::Backend<float> {
     decode_pairs += ops::decode_attention_pairs(layout);  // its own memory is host memory
     cpu().attention_decode(out, qkv, pk, pv, rk, rv, layout);
   }
-  void adamw_update(float* w, const float* g, float* m, float* v, int64_t n,
+  void adamw_update(float* w, const float* g, float* m, float* v,
+                    const std::vector<ops::AdamWRange>& ranges,
                     const ops::AdamWStep& step) const override {
     check("adamw_update", {w, g, m, v});
-    cpu().adamw_update(w, g, m, v, n, step);
+    cpu().adamw_update(w, g, m, v, ranges, step);
   }
   double sum_squares(const float* x, int64_t n) const override {
     check("sum_squares", {x});

@@ -9,8 +9,10 @@
 //   or full in any rotation), one to more splits than rows, unused cache rows NaN;
 // - the bf16 tensor-core forward and backward against the dense reference on the same inputs
 //   rounded to bf16;
-// - the greedy choice (ops/cuda/argmax.cuh) against the CPU backend's, ties included.
+// - the greedy choice (ops/cuda/argmax.cuh) against the CPU backend's, ties included;
+// - AdamW over many ranges in one launch (ops/cuda/adamw.cuh) against the CPU's update.
 #include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
+#include "ops/cuda/adamw.cuh"
 #include "ops/cuda/argmax.cuh"
 #include "ops/cuda/attention_tiled.cuh"
 #include "ops/cuda/decode_attention.cuh"
@@ -244,6 +246,52 @@ TEST(ArgmaxKernel, MatchesTheCpuBackendTiesIncluded) {
                           gpu.data(), static_cast<const float*>(x.data()), n, excluded);
     EXPECT_EQ(gpu, cpu) << "n " << n;
   }
+}
+
+// Ranges of every size, with and without decay, some empty, with untouched gaps between
+// them, and more of them than one launch's table holds.
+TEST(AdamWKernel, EveryRangeInOneLaunchMatchesTheCpu) {
+  namespace adamw = ops::cuda::adamw;
+  std::mt19937 rng(11);
+  std::vector<ops::AdamWRange> ranges;
+  int64_t n = 0;
+  for (int r = 0; r < 150; ++r) {
+    const int64_t gap = int64_t(rng() % 3), length = r % 17 == 5 ? 0 : int64_t(1 + rng() % 300);
+    ranges.push_back({n + gap, n + gap + length, rng() % 2 == 0});
+    n += gap + length;
+  }
+  ASSERT_EQ(adamw::range_tables(ranges).size(), 3u);
+  std::normal_distribution<float> normal;
+  std::vector<float> weights(n), grads(n), m(n), v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    weights[i] = normal(rng), grads[i] = normal(rng), m[i] = 0.1f * normal(rng);
+    v[i] = 0.01f * normal(rng) * normal(rng);
+    v[i] *= v[i] < 0 ? -1 : 1;
+  }
+  ops::AdamWStep step;
+  step.lr = 3e-3, step.weight_decay = 0.1, step.grad_scale = 0.7, step.step = 5;
+  std::vector<float> cpu_w = weights, cpu_m = m, cpu_v = v;
+  ops::adamw_update(cpu_w.data(), grads.data(), cpu_m.data(), cpu_v.data(), ranges, step);
+  std::vector<float> gpu_w = weights, gpu_m = m, gpu_v = v;
+  for (const adamw::RangeTable& table : adamw::range_tables(ranges))
+    cuda_emulator::launch(dim3{3, 1, 1}, dim3{unsigned(adamw::kBlockThreads), 1, 1}, 0,
+                          adamw::update_kernel<adamw::kBlockThreads>, gpu_w.data(),
+                          static_cast<const float*>(grads.data()), gpu_m.data(), gpu_v.data(),
+                          table, adamw::constants(step));
+  EXPECT_LT(max_relative_error(gpu_w, cpu_w), 1e-6);
+  EXPECT_LT(max_relative_error(gpu_m, cpu_m), 1e-6);
+  EXPECT_LT(max_relative_error(gpu_v, cpu_v), 1e-6);
+  EXPECT_NE(cpu_w, weights);
+  int64_t untouched = 0;  // the gaps keep their values
+  for (int64_t i = 0, r = 0; i < n; ++i) {
+    while (r < int64_t(ranges.size()) && ranges[r].end <= i) ++r;
+    if (r == int64_t(ranges.size()) || i < ranges[r].begin) {
+      ++untouched;
+      EXPECT_EQ(gpu_w[i], weights[i]) << i;
+      EXPECT_EQ(cpu_w[i], weights[i]) << i;
+    }
+  }
+  EXPECT_GT(untouched, 50);
 }
 
 }  // namespace

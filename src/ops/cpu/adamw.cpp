@@ -7,14 +7,16 @@
 
 namespace sps::ops {
 
+namespace {
+
 template <typename T>
-void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
-                  const AdamWStep& s) {
+void update_range(T* weights, const T* grads, float* m, float* v, int64_t n, const AdamWStep& s,
+                  double weight_decay) {
   // The arithmetic runs in T; the constants are formed in double once. PyTorch's form:
   // w ← w·(1 − lr·λ); w ← w − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + ε).
   const double bias1 = 1.0 - std::pow(s.beta1, double(s.step));
   const double bias2 = 1.0 - std::pow(s.beta2, double(s.step));
-  const T decay = T(1.0 - s.lr * s.weight_decay);
+  const T decay = T(1.0 - s.lr * weight_decay);
   const T step_size = T(s.lr / bias1);
   const T inv_sqrt_bias2 = T(1.0 / std::sqrt(bias2));
   const T b1 = T(s.beta1), b2 = T(s.beta2), one_minus_b1 = T(1.0 - s.beta1),
@@ -33,6 +35,16 @@ void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
       weights[i] = weights[i] * decay - step_size * mi / denom;
     }
   }
+}
+
+}  // namespace
+
+template <typename T>
+void adamw_update(T* weights, const T* grads, float* m, float* v,
+                  const std::vector<AdamWRange>& ranges, const AdamWStep& s) {
+  for (const AdamWRange& r : ranges)
+    update_range(weights + r.begin, grads + r.begin, m + r.begin, v + r.begin, r.end - r.begin, s,
+                 r.decayed ? s.weight_decay : 0.0);
 }
 
 template <typename T>
@@ -58,10 +70,10 @@ double sum_squares(const T* x, int64_t n) {
   return total;
 }
 
-template void adamw_update<float>(float*, const float*, float*, float*, int64_t,
-                                  const AdamWStep&);
-template void adamw_update<double>(double*, const double*, float*, float*, int64_t,
-                                   const AdamWStep&);
+template void adamw_update<float>(float*, const float*, float*, float*,
+                                  const std::vector<AdamWRange>&, const AdamWStep&);
+template void adamw_update<double>(double*, const double*, float*, float*,
+                                   const std::vector<AdamWRange>&, const AdamWStep&);
 template double sum_squares<float>(const float*, int64_t);
 template double sum_squares<double>(const double*, int64_t);
 

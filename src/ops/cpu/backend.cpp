@@ -117,9 +117,9 @@ class CpuBackend final : public Backend<T> {
                         const DecodeAttentionLayout& layout) const override {
     ops::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
   }
-  void adamw_update(T* weights, const T* grads, float* m, float* v, int64_t n,
-                    const AdamWStep& step) const override {
-    ops::adamw_update(weights, grads, m, v, n, step);
+  void adamw_update(T* weights, const T* grads, float* m, float* v,
+                    const std::vector<AdamWRange>& ranges, const AdamWStep& step) const override {
+    ops::adamw_update(weights, grads, m, v, ranges, step);
   }
   double sum_squares(const T* x, int64_t n) const override { return ops::sum_squares(x, n); }
 };

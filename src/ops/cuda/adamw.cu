@@ -1,11 +1,12 @@
-// AdamW and the squared norm for clipping on the GPU, as in ops/cpu/adamw.cpp: constants
-// formed in double on the host, the update elementwise in fp32; the norm in double with
-// per-block sums in a fixed order, added on the host in block order.
+// AdamW (adamw.cuh: every range of the parameters in one launch, up to 64 ranges) and the
+// squared norm for clipping on the GPU: the norm in double with per-block sums in a fixed
+// order, added on the host in block order.
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <vector>
 
+#include "ops/cuda/adamw.cuh"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
@@ -14,24 +15,6 @@
 namespace sps::ops::cuda {
 
 namespace {
-
-struct Constants {
-  float decay, step_size, inv_sqrt_bias2, b1, b2, one_minus_b1, one_minus_b2, eps, scale;
-};
-
-__global__ void update_kernel(float* weights, const float* grads, float* m, float* v, int64_t n,
-                              Constants k) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float g = grads[i] * k.scale;
-    const float mi = k.b1 * m[i] + k.one_minus_b1 * g;
-    const float vi = k.b2 * v[i] + k.one_minus_b2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = sqrtf(vi) * k.inv_sqrt_bias2 + k.eps;
-    weights[i] = weights[i] * k.decay - k.step_size * mi / denom;
-  }
-}
 
 constexpr int64_t kBlockElements = int64_t(1) << 16;  // elements summed by one block
 
@@ -47,18 +30,15 @@ __global__ void block_squares_kernel(double* partial, const float* x, int64_t n)
 
 }  // namespace
 
-void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
-                  const AdamWStep& s) {
-  if (n <= 0) return;
-  const double bias1 = 1.0 - std::pow(s.beta1, double(s.step));
-  const double bias2 = 1.0 - std::pow(s.beta2, double(s.step));
-  const Constants k{float(1.0 - s.lr * s.weight_decay), float(s.lr / bias1),
-                    float(1.0 / std::sqrt(bias2)),      float(s.beta1),
-                    float(s.beta2),                     float(1.0 - s.beta1),
-                    float(1.0 - s.beta2),               float(s.eps),
-                    float(s.grad_scale)};
-  update_kernel<<<grid_stride_blocks(n), kThreads>>>(weights, grads, m, v, n, k);
-  check(cudaGetLastError(), "AdamW launch");
+void adamw_update(float* weights, const float* grads, float* m, float* v,
+                  const std::vector<AdamWRange>& ranges, const AdamWStep& step) {
+  const adamw::Constants k = adamw::constants(step);
+  for (const adamw::RangeTable& table : adamw::range_tables(ranges)) {
+    adamw::update_kernel<adamw::kBlockThreads>
+        <<<grid_stride_blocks(table.start[table.count]), adamw::kBlockThreads>>>(weights, grads, m,
+                                                                                 v, table, k);
+    check(cudaGetLastError(), "AdamW launch");
+  }
 }
 
 double sum_squares(const float* x, int64_t n) {

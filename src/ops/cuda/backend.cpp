@@ -124,9 +124,9 @@ class CudaBackend final : public Backend<float> {
                         const DecodeAttentionLayout& layout) const override {
     cuda::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
   }
-  void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
-                    const AdamWStep& step) const override {
-    cuda::adamw_update(weights, grads, m, v, n, step);
+  void adamw_update(float* weights, const float* grads, float* m, float* v,
+                    const std::vector<AdamWRange>& ranges, const AdamWStep& step) const override {
+    cuda::adamw_update(weights, grads, m, v, ranges, step);
   }
   double sum_squares(const float* x, int64_t n) const override { return cuda::sum_squares(x, n); }
 

@@ -4,6 +4,7 @@
 // fixed order, with no atomics, so a call repeated on the same input gives the same bits.
 // linear is in ops/cuda/linear.h (cuBLASLt).
 #include <cstdint>
+#include <vector>
 
 #include "ops/ops.h"  // AdamWStep, Precision
 
@@ -56,8 +57,8 @@ void attention_decode(float* out, const float* qkv, const float* persistent_k,
                       const float* persistent_v, const float* ring_k, const float* ring_v,
                       const DecodeAttentionLayout& layout);
 
-void adamw_update(float* weights, const float* grads, float* m, float* v, int64_t n,
-                  const AdamWStep& step);
+void adamw_update(float* weights, const float* grads, float* m, float* v,
+                  const std::vector<AdamWRange>& ranges, const AdamWStep& step);
 // Σ x[i]² in double: per-block sums in a fixed tree order, added on the host in block order.
 double sum_squares(const float* x, int64_t n);
 
