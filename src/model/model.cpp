@@ -341,7 +341,7 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
     return result;
   }
   lm_head(y, backward, grad_scale, result, options, backward_options);
-  if (backward) backward_layers(backward_options.observer);
+  if (backward) backward_layers(backward_options);
   return result;
 }
 
@@ -429,7 +429,8 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
 }
 
 template <typename T>
-void Model<T>::backward_layers(GradientObserver<T>* observer) {
+void Model<T>::backward_layers(const BackwardOptions<T>& options) {
+  GradientObserver<T>* observer = options.observer;
   const int64_t B = batch_, T_ = tokens_, S = layout_.slots(), rows = B * S;
   const int64_t d = config_.hidden_size, F = config_.intermediate_size;
   const int64_t H = config_.n_head, D = config_.head_dim();
@@ -475,9 +476,11 @@ void Model<T>::backward_layers(GradientObserver<T>* observer) {
     if (observer) observer->norm(p.attention_norm, a.h_in, a.rstd1, dn_, 0, rows, d, false);
     backend_.rmsnorm_backward(dh_, G + p.attention_norm, dn_, a.h_in, W + p.attention_norm, a.rstd1,
                           rows, d);
+    if (options.gradients_done_from) options.gradients_done_from(p.attention_norm);
   }
   if (observer) observer->embedding(table_.wte(), slot_tokens_.data(), dh_, rows, d);
   backend_.embedding_backward(G + table_.wte(), dh_, slot_tokens_.data(), rows, d);
+  if (options.gradients_done_from) options.gradients_done_from(0);
 }
 
 template class Model<float>;

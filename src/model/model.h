@@ -56,6 +56,11 @@ struct BackwardOptions {
   // grad_scale · keep[r] / Σ keep (one-hot weights backpropagate a single position's loss).
   const double* loss_weight = nullptr;
   GradientObserver<T>* observer = nullptr;
+  // Told, as the backward goes, that no later op of it writes the gradients at flat offsets
+  // ≥ `offset` (ParamTable order): after each block, with the block's first offset (its
+  // parameters and every later one's are done), and with 0 at the end. A data-parallel
+  // step starts summing those gradients between processes while the earlier blocks run.
+  std::function<void(int64_t offset)> gradients_done_from;
 };
 
 struct StepResult {
@@ -141,7 +146,7 @@ class Model {
   // Block l's forward from layer_acts_[l].h_in; writes the block's output to h_next unless it
   // is null (recomputation needs the block's activations only). Returns the attention pairs.
   int64_t layer_forward(int64_t l, T* h_next);
-  void backward_layers(GradientObserver<T>* observer);
+  void backward_layers(const BackwardOptions<T>& options);
   ops::AttentionLayout attention_layout() const;
 
   // Uploads the step's slot layout (tokens, positions, documents, readout targets).

@@ -26,7 +26,11 @@ namespace sps::ops {
 class DeviceAllReduce {
  public:
   virtual ~DeviceAllReduce() = default;
+  // Starts the sum once the backend's ops issued so far have written `data`; it may run
+  // beside the backend's later ops until wait().
   virtual void sum(float* data, int64_t n) = 0;
+  // The backend's ops issued from now on start after every sum started so far.
+  virtual void wait() = 0;
 };
 
 // What setting one up needs from the job: this process's rank of `size`, a host broadcast

@@ -30,6 +30,9 @@ class Collective {
 
   // allreduce_sum of n elements at `data` in `memory`: on the devices with the all-reduce
   // given to use_device_all_reduce (float buffers off the host), else through a host copy.
+  // On the devices the sum may still run beside the backend's later ops: wait_for_sums()
+  // before anything reads the buffer (several sums may be started first, so that they
+  // overlap the work that follows them). Through the host it is done on return.
   template <typename T>
   void allreduce_sum_in(const ops::Memory& memory, T* data, int64_t n) {
     if constexpr (std::is_same_v<T, float>)
@@ -40,9 +43,16 @@ class Collective {
     ops::on_host(memory, data, size_t(n), ops::HostAccess::read_write,
                  [&](T* host) { allreduce_sum(host, n); });
   }
+  // The backend's ops issued from now on start after every sum allreduce_sum_in started.
+  void wait_for_sums() {
+    if (device_) device_->wait();
+  }
   void use_device_all_reduce(std::unique_ptr<ops::DeviceAllReduce> device) {
     device_ = std::move(device);
   }
+  // The size of the buckets a backward's gradients are summed in (BucketedSum).
+  int64_t gradient_bucket_bytes() const { return gradient_bucket_bytes_; }
+  void set_gradient_bucket_bytes(int64_t bytes) { gradient_bucket_bytes_ = bytes; }
   virtual void barrier() = 0;
   // Ends every rank's process with `status` (a failure on one rank must not leave the
   // others waiting in a collective).
@@ -50,6 +60,34 @@ class Collective {
 
  private:
   std::unique_ptr<ops::DeviceAllReduce> device_;
+  int64_t gradient_bucket_bytes_ = int64_t(25) << 20;  // PyTorch DDP's default
+};
+
+// Sums a buffer between ranks in buckets, from its end back, as its tail is done: the
+// gradients of a backward, which finishes the last block first. done_from(offset) says that
+// [offset, n) will not change any more; a bucket is summed once it holds at least the
+// collective's gradient_bucket_bytes(), and done_from(0) sums what is left. On GPUs
+// with a device all-reduce the sums overlap the backward of the earlier blocks; every
+// rank's buckets are the same, so a step's sums are the same on every run.
+template <typename T>
+class BucketedSum {
+ public:
+  BucketedSum(Collective& collective, const ops::Memory& memory, T* data, int64_t n)
+      : collective_(collective), memory_(memory), data_(data), end_(n),
+        bucket_bytes_(collective.gradient_bucket_bytes()) {}
+
+  void done_from(int64_t offset) {
+    if (offset > 0 && (end_ - offset) * int64_t(sizeof(T)) < bucket_bytes_) return;
+    if (end_ > offset) collective_.allreduce_sum_in(memory_, data_ + offset, end_ - offset);
+    end_ = offset;
+  }
+
+ private:
+  Collective& collective_;
+  const ops::Memory& memory_;
+  T* data_;
+  int64_t end_;  // [end_, n) is summed or being summed
+  int64_t bucket_bytes_;
 };
 
 // One process, no communication.

@@ -30,7 +30,7 @@ const std::vector<std::string> kSchedulerKeys = {"warmup_tokens", "lr_decay_toke
                                                  "decay_lr"};
 const std::vector<std::string> kDataKeys = {"dataset", "train_bin", "val_bin", "dtype"};
 const std::vector<std::string> kSystemKeys = {"threads", "recompute_activations", "out_dir",
-                                              "device", "precision"};
+                                              "device",  "precision", "all_reduce_bucket_mb"};
 
 const std::vector<std::string>* section_keys(const std::string& section) {
   if (section == "training") return &kTrainingKeys;
@@ -198,6 +198,9 @@ void validate(const TrainConfig& c, const std::string& s) {
   if (!c.data.dtype.empty() && c.data.dtype != "uint16" && c.data.dtype != "uint32")
     fail("{}: data.dtype: expected uint16 or uint32, got '{}'", s, c.data.dtype);
   at_least("system.threads", c.system.threads, 0);
+  if (!(c.system.all_reduce_bucket_mb > 0 && c.system.all_reduce_bucket_mb <= 1 << 20))
+    fail("{}: system.all_reduce_bucket_mb: expected a size in MiB in (0, 1048576], got {}", s,
+         c.system.all_reduce_bucket_mb);
   const ops::Device device = ops::parse_device(c.system.device, s + ": system.device");
   if (ops::parse_precision(c.system.precision, s + ": system.precision") == ops::Precision::bf16 &&
       device.kind == ops::Device::Kind::cpu)
@@ -267,6 +270,7 @@ TrainConfig parse(const YAML::Node& root, const std::string& source, bool resolv
   system.read("out_dir", &c.system.out_dir);
   system.read("device", &c.system.device);
   system.read("precision", &c.system.precision);
+  system.read("all_reduce_bucket_mb", &c.system.all_reduce_bucket_mb);
   if (c.system.out_dir.empty()) c.system.out_dir = "runs/" + fs::path(source).stem().string();
   else if (!resolved) c.system.out_dir = expand_path(c.system.out_dir, source + ": system.out_dir");
 
@@ -397,6 +401,7 @@ std::string train_config_yaml(const TrainConfig& c, bool with_system) {
     out << YAML::Key << "out_dir" << YAML::Value << c.system.out_dir;
     out << YAML::Key << "device" << YAML::Value << c.system.device;
     out << YAML::Key << "precision" << YAML::Value << c.system.precision;
+    out << YAML::Key << "all_reduce_bucket_mb" << YAML::Value << c.system.all_reduce_bucket_mb;
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

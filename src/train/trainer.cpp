@@ -76,15 +76,21 @@ StepOutcome train_step(Model<T>& model, AdamW& optimizer, Collective& collective
   const double scale = 1.0 / double(accumulation * collective.size());
   model.zero_grads();
   double stats[4] = {0, 0, 0, vote};  // Σ micro-batch losses, Σ nll, Σ kept, votes
+  // The last micro-batch's backward sums the gradients between ranks as it finishes them.
+  BucketedSum<T> gradient_sum(collective, model.backend(), model.grads(), P);
   for (int64_t m = 0; m < accumulation; ++m) {
     batches(m, x.data(), y.data());
-    const StepResult r = model.forward_backward(x.data(), y.data(), micro_batch, tokens, scale);
+    BackwardOptions<T> backward;
+    if (collective.size() > 1 && m + 1 == accumulation)
+      backward.gradients_done_from = [&](int64_t offset) { gradient_sum.done_from(offset); };
+    const StepResult r =
+        model.forward_backward(x.data(), y.data(), micro_batch, tokens, scale, backward);
     stats[0] += r.loss;
     stats[1] += r.nll_sum;
     stats[2] += double(r.kept);
   }
   if (collective.size() > 1) {
-    collective.allreduce_sum_in(model.backend(), model.grads(), P);
+    collective.wait_for_sums();
     collective.allreduce_sum(stats, 4);
   }
   StepOutcome out;
@@ -470,6 +476,8 @@ TrainSummary train(const TrainConfig& config, Collective& collective, const Trai
 
   const ops::Backend<float>& backend = training_backend(config, collective);
   reduce_on_devices(backend, config, collective, console);
+  collective.set_gradient_bucket_bytes(
+      std::max<int64_t>(1, int64_t(config.system.all_reduce_bucket_mb * double(1 << 20))));
   const TrainPlan plan = make_train_plan(config, ranks);
   require_memory(backend, plan, config);
   Model<float> model(config.model, backend);

@@ -104,6 +104,38 @@ TEST_P(ModelInvariants, RecomputeIsBitIdenticalInLessMemory) {
   EXPECT_EQ(std::memcmp(stored.grads(), recomputed.grads(), n * sizeof(float)), 0);
 }
 
+// The backward says which gradients are done as it goes: each block's first offset, from the
+// last block back, then 0; nothing at or after a reported offset changes afterwards (a data-
+// parallel step sums them while the backward goes on), recomputing or not.
+TEST_P(ModelInvariants, GradientsReportedDoneDoNotChangeAfterwards) {
+  ModelConfig c = micro_config(GetParam(), 3);
+  c.n_layer = 3;
+  const auto x = random_tokens(2, c.block_size, c, 5, {6});
+  const auto y = random_tokens(2, c.block_size, c, 6);
+  for (const bool recompute : {false, true}) {
+    Model<float> model(c);
+    randomize_weights(model, 9);
+    model.set_recompute(recompute);
+    model.forward_backward(x.data(), y.data(), 2, c.block_size);  // gradients to accumulate on
+    const int64_t n = model.params().total();
+    std::vector<int64_t> offsets;
+    std::vector<std::vector<float>> snapshots;
+    BackwardOptions<float> options;
+    options.gradients_done_from = [&](int64_t offset) {
+      offsets.push_back(offset);
+      snapshots.emplace_back(model.grads() + offset, model.grads() + n);
+    };
+    model.forward_backward(x.data(), y.data(), 2, c.block_size, 1.0, options);
+    const std::vector<int64_t> expected = {model.params().layer(2).attention_norm,
+                                           model.params().layer(1).attention_norm,
+                                           model.params().layer(0).attention_norm, 0};
+    EXPECT_EQ(offsets, expected);
+    for (size_t k = 0; k < offsets.size(); ++k)
+      EXPECT_EQ(snapshots[k], std::vector<float>(model.grads() + offsets[k], model.grads() + n))
+          << "gradients from offset " << offsets[k] << " changed after the backward said done";
+  }
+}
+
 // A forward-only model plans for inference: one residual buffer and one block's activations
 // shared by all blocks, no gradients. Its losses, NLL and logits are the training plan's bits,
 // and a later backward moves it to a training plan with the gradients of a fresh model.

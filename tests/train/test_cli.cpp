@@ -339,6 +339,17 @@ TEST(TrainCliSlow, TwoMpiProcessesEqualOneProcess) {
         EXPECT_NEAR(a[i][key].get<double>(), b[i][key].get<double>(), 1e-5) << i << " " << key;
       }
   }
+  // The gradients summed in 1 KiB buckets as the backward finishes them, instead of one: with
+  // two processes every element's sum is a + b whatever the buckets, so the same weights.
+  ASSERT_EQ(stderr_of(mpi + r.train("buckets", overrides + " system.all_reduce_bucket_mb=0.001"),
+                      &err),
+            0)
+      << err;
+  Model<float> buckets(config.model);
+  load_weights(r.dir.file("buckets") + "/checkpoints/final/model.safetensors", buckets.params(),
+               buckets.weights());
+  ASSERT_GT(buckets.params().total() * sizeof(float), 8u << 10);  // several buckets
+  EXPECT_EQ(std::memcmp(buckets.weights(), two.weights(), two.params().total() * sizeof(float)), 0);
 }
 
 // Under mpirun, `--device cuda` gives each process the GPU of its rank on the machine. Where

@@ -62,12 +62,17 @@ class OffHostMemory final : public ops::Memory {
   int64_t available_bytes() const override { return -1; }
 };
 
-// The device path adds 100 to each element.
+// The device path adds 100 to each element, and counts the waits.
 class AddHundred final : public ops::DeviceAllReduce {
  public:
+  explicit AddHundred(int* waits) : waits_(waits) {}
   void sum(float* data, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) data[i] += 100;
   }
+  void wait() override { ++*waits_; }
+
+ private:
+  int* waits_;
 };
 
 TEST(CollectiveSum, DeviceBuffersGoToTheDeviceAllReduceWhenThereIsOne) {
@@ -78,13 +83,39 @@ TEST(CollectiveSum, DeviceBuffersGoToTheDeviceAllReduceWhenThereIsOne) {
   std::vector<double> wide = {1, 2};
   collective.allreduce_sum_in(off_host, values.data(), 2);  // no device all-reduce yet
   EXPECT_EQ(values, (std::vector<float>{2, 4}));
-  collective.use_device_all_reduce(std::make_unique<AddHundred>());
+  int waits = 0;
+  collective.wait_for_sums();  // nothing to wait for without a device all-reduce
+  collective.use_device_all_reduce(std::make_unique<AddHundred>(&waits));
   collective.allreduce_sum_in(off_host, values.data(), 2);
   EXPECT_EQ(values, (std::vector<float>{102, 104}));
+  collective.wait_for_sums();
+  EXPECT_EQ(waits, 1);
   collective.allreduce_sum_in(cpu, values.data(), 2);  // host memory: MPI sums it directly
   EXPECT_EQ(values, (std::vector<float>{204, 208}));
   collective.allreduce_sum_in(off_host, wide.data(), 2);  // only float buffers go to the device
   EXPECT_EQ(wide, (std::vector<double>{2, 4}));
+}
+
+// Buckets from the end back, each summed once it reaches the size, the rest at offset 0:
+// every element summed exactly once, none before it was done.
+TEST(BucketedSum, SumsEachElementOnceInBucketsFromTheEnd) {
+  ThirdOnItsMachine collective;  // its host sum doubles a buffer
+  const ops::Memory& cpu = ops::cpu_backend<float>();
+  std::vector<float> values(100, 1.0f);
+  collective.set_gradient_bucket_bytes(20 * sizeof(float));
+  BucketedSum<float> sum(collective, cpu, values.data(), 100);
+  sum.done_from(90);  // 10 elements: not yet a bucket
+  EXPECT_EQ(values[95], 1.0f);
+  sum.done_from(75);  // 25: one bucket
+  EXPECT_EQ(values[75], 2.0f);
+  EXPECT_EQ(values[99], 2.0f);
+  EXPECT_EQ(values[74], 1.0f);
+  values[74] = 3.0f;  // still being written: not summed yet
+  sum.done_from(60);  // 15 more: not yet
+  sum.done_from(0);   // the rest
+  EXPECT_EQ(values[74], 6.0f);
+  values[74] = 2.0f;
+  for (float v : values) EXPECT_EQ(v, 2.0f);
 }
 
 }  // namespace

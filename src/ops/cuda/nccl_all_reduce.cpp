@@ -5,6 +5,9 @@
 #define SPS_HAS_NCCL 1
 #endif
 
+#include <cuda_runtime.h>
+
+#include "ops/cuda/check.h"
 #include "ops/cuda/toolkit_library.h"
 #include "util/error.h"
 
@@ -48,19 +51,38 @@ class NcclAllReduce final : public DeviceAllReduce {
     if (job.rank == 0) check_nccl(nccl().get_unique_id(&id), "unique id");
     job.broadcast(&id, sizeof id);
     check_nccl(nccl().comm_init_rank(&comm_, job.size, id, job.rank), "communicator");
+    // Non-blocking: the legacy default stream does not wait for it, nor it for the default
+    // stream, except through the events below.
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "NCCL stream");
+    check(cudaEventCreateWithFlags(&written_, cudaEventDisableTiming), "NCCL event");
+    check(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming), "NCCL event");
   }
-  ~NcclAllReduce() override { nccl().comm_destroy(comm_); }
+  ~NcclAllReduce() override {
+    cudaStreamSynchronize(stream_);
+    nccl().comm_destroy(comm_);
+    cudaEventDestroy(written_);
+    cudaEventDestroy(summed_);
+    cudaStreamDestroy(stream_);
+  }
   NcclAllReduce(const NcclAllReduce&) = delete;
   NcclAllReduce& operator=(const NcclAllReduce&) = delete;
 
   void sum(float* data, int64_t n) override {
-    // Stream 0: the default stream every other op of the backend runs on.
-    check_nccl(nccl().all_reduce(data, data, size_t(n), ncclFloat32, ncclSum, comm_, nullptr),
+    // After everything the default stream (every other op of the backend) holds so far.
+    check(cudaEventRecord(written_, nullptr), "NCCL event record");
+    check(cudaStreamWaitEvent(stream_, written_, 0), "NCCL stream wait");
+    check_nccl(nccl().all_reduce(data, data, size_t(n), ncclFloat32, ncclSum, comm_, stream_),
                "all-reduce");
+  }
+  void wait() override {
+    check(cudaEventRecord(summed_, stream_), "NCCL event record");
+    check(cudaStreamWaitEvent(nullptr, summed_, 0), "default stream wait");
   }
 
  private:
   ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t written_ = nullptr, summed_ = nullptr;
 };
 
 }  // namespace

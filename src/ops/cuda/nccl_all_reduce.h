@@ -1,9 +1,9 @@
 #pragma once
 // Sums between GPUs with NCCL, one process per GPU: the communicator is set up through the
-// job's host broadcast of NCCL's id from rank 0, and each sum runs on the current device's
-// default stream, ordered after the kernels that wrote the buffer and before those that read
-// it. NCCL is opened when first needed (toolkit_library.h); a build whose toolkit has no
-// nccl.h has none.
+// job's host broadcast of NCCL's id from rank 0. The sums run on a stream of their own, each
+// after the kernels issued before it on the default stream (every other op's), so that they
+// overlap the kernels issued after it; wait() orders the default stream after them. NCCL is
+// opened when first needed (toolkit_library.h); a build whose toolkit has no nccl.h has none.
 #include <memory>
 #include <string>
 
