@@ -29,8 +29,8 @@ const std::vector<std::string> kOptimizerKeys = {"learning_rate", "weight_decay"
 const std::vector<std::string> kSchedulerKeys = {"warmup_tokens", "lr_decay_tokens", "min_lr",
                                                  "decay_lr"};
 const std::vector<std::string> kDataKeys = {"dataset", "train_bin", "val_bin", "dtype"};
-const std::vector<std::string> kSystemKeys = {"threads", "recompute_activations", "out_dir",
-                                              "device",  "precision", "all_reduce_bucket_mb"};
+const std::vector<std::string> kSystemKeys = {
+    "threads", "recompute_activations", "out_dir", "device", "precision", "all_reduce_bucket_mb"};
 
 const std::vector<std::string>* section_keys(const std::string& section) {
   if (section == "training") return &kTrainingKeys;

@@ -341,9 +341,9 @@ TEST(TrainCliSlow, TwoMpiProcessesEqualOneProcess) {
   }
   // The gradients summed in 1 KiB buckets as the backward finishes them, instead of one: with
   // two processes every element's sum is a + b whatever the buckets, so the same weights.
-  ASSERT_EQ(stderr_of(mpi + r.train("buckets", overrides + " system.all_reduce_bucket_mb=0.001"),
-                      &err),
-            0)
+  ASSERT_EQ(
+      stderr_of(mpi + r.train("buckets", overrides + " system.all_reduce_bucket_mb=0.001"), &err),
+      0)
       << err;
   Model<float> buckets(config.model);
   load_weights(r.dir.file("buckets") + "/checkpoints/final/model.safetensors", buckets.params(),
