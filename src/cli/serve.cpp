@@ -1,5 +1,5 @@
 // sps serve --checkpoint DIR|RUN [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx T]
-//           [--api-key KEY | --api-key-file F] [--device cpu]
+//           [--api-key KEY | --api-key-file F] [--device cpu|cuda[:N]]
 // An OpenAI-style HTTP server over the cached decoder (docs/serving.md). SIGINT/SIGTERM stop
 // it gracefully: no new completions, running ones get --grace seconds, then exit 0.
 #include <omp.h>
@@ -23,7 +23,8 @@ namespace {
 
 struct ServeArgs {
   std::string checkpoint, weights, config, tokenizer;
-  std::string api_key, api_key_file, model_name, device = "cpu";
+  std::string api_key, api_key_file, model_name;
+  const std::string* device = nullptr;  // --device, read after parsing
   int threads = 0;
   double grace_seconds = 30;
   serve::ServerOptions server;
@@ -37,13 +38,12 @@ std::string read_key_file(const std::string& path) {
 }
 
 void run_serve(ServeArgs& a) {
-  if (a.device != "cpu")
-    fail("--device {}: only cpu is available in this build", a.device);
   if (!a.api_key.empty() && !a.api_key_file.empty()) fail("give --api-key or --api-key-file, not both");
   a.server.api_key = a.api_key_file.empty() ? a.api_key : read_key_file(a.api_key_file);
   if (a.threads > 0) omp_set_num_threads(a.threads);
 
-  const LoadedModel loaded = load_model(a.checkpoint, a.weights, a.config);
+  const LoadedModel loaded =
+      load_model(a.checkpoint, a.weights, a.config, ops::parse_device(*a.device, "--device"));
   const BpeTokenizer tokenizer = load_tokenizer(a.tokenizer, loaded);
   const ModelConfig& c = loaded.model->config();
   serve::SchedulerOptions& s = a.server.scheduler;
@@ -134,7 +134,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--grace", a.grace_seconds,
                   "seconds running requests get to finish after SIGINT/SIGTERM")
       ->check(CLI::Range(0.0, 3600.0));
-  cmd->add_option("--device", a.device, "where the model runs (cpu)");
+  a.device = &add_device_option(cmd, "sps serve");
   cmd->add_option("--threads", a.threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 4096));
   cmd->callback([] { run_serve(a); });

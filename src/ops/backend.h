@@ -47,6 +47,9 @@ class Memory {
  public:
   virtual ~Memory() = default;
   virtual Device device() const = 0;
+  // A thread other than the one that made this backend calls this before anything else
+  // (a GPU runtime keeps the current device per thread); nothing to do on the CPU.
+  virtual void use_on_this_thread() const {}
   // True when the host can read and write this memory through its pointers (the CPU).
   virtual bool host_accessible() const = 0;
   // `bytes` uninitialised bytes, 64-byte aligned; a UserError when they do not fit.

@@ -130,6 +130,7 @@ Gauges Scheduler::gauges() const {
 }
 
 void Scheduler::run() {
+  model_.backend().use_on_this_thread();  // every op of the model runs on this thread
   while (true) {
     std::vector<std::shared_ptr<Job>> admitted, dropped;
     bool stopping = false;

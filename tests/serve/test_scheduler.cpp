@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "eval/scoring.h"
+#include "model/checking_backend.h"
 #include "serve/scheduler.h"
 #include "serve_fixtures.h"
 
@@ -272,6 +273,51 @@ TEST(Scheduler, PromptScoresEqualEvalLogLikelihoods) {
       sum += t.logprob;
     }
     EXPECT_NEAR(sum, scores.back().loglik, 1e-3) << family;
+  }
+}
+
+// The scheduler on a backend whose memory the host cannot read (a GPU's, as far as the model
+// can tell; `sps serve --device cuda`): every op comes from the scheduler's thread after it
+// selected the backend, or from the thread that made it, none is given host memory, and each
+// request's tokens and prompt scores are those of the CPU backend.
+TEST(Scheduler, RunsOnADeviceBackendFromItsOwnThread) {
+  for (const std::string family : {"standard", "sps"}) {
+    SCOPED_TRACE(family);
+    ServeModel cpu(family);
+    const CheckingBackend checking;
+    Model<float> model(cpu.config, checking);
+    randomize_weights(model, 5);  // ServeModel's weights
+    serve::Metrics metrics;
+    SchedulerOptions o;
+    o.rows = 3;
+    o.context = cpu.config.block_size;
+    Scheduler scheduler(model, byte_level_tokenizer(), o, metrics);
+    const std::vector<std::string> prompts = {"The cat", "Once upon a time", "xyz"};
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      jobs.push_back(make_job(cpu.config, byte_ids(prompts[i]), 12, i == 1 ? 0.0 : 0.9,
+                              i == 2 ? 5 : 0, 7 + i));
+      ASSERT_TRUE(scheduler.submit(jobs.back()));
+    }
+    auto scored = make_job(cpu.config, byte_ids("A text to score"), 0, 0, 0, 0);
+    scored->score_prompt = true;
+    scored->logprobs = 1;
+    ASSERT_TRUE(scheduler.submit(scored));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Generation want =
+          cpu.generate(byte_ids(prompts[i]), 12, i == 1 ? 0.0 : 0.9, i == 2 ? 5 : 0, 7 + i);
+      EXPECT_EQ(collect(*jobs[i]).tokens[0], want.tokens) << prompts[i];
+    }
+    const Collected got = collect(*scored);
+    eval::Request whole;
+    whole.continuation = byte_ids("A text to score");
+    ASSERT_EQ(got.prompt_logprobs.size(), whole.continuation.size());
+    double sum = 0;
+    for (const auto& t : got.prompt_logprobs) sum += t.logprob;
+    EXPECT_NEAR(sum, eval::score_requests(*cpu.reference, {whole}, 1)[0].loglik, 1e-3);
+    scheduler.drain(std::chrono::milliseconds(1000));
+    EXPECT_GT(checking.calls, 0);
+    EXPECT_EQ(checking.strays, std::vector<std::string>{});
   }
 }
 

@@ -1,0 +1,229 @@
+#pragma once
+// A backend for tests of the backend boundary: it wraps the CPU backend and records every
+// pointer an op or a copy receives that lies outside its own allocations (a GPU backend
+// could not read a host array), and every call from a thread that did not select it.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ops/attention_plan.h"
+#include "ops/backend.h"
+#include "ops/decode_keys.h"
+
+namespace sps::testing {
+
+class CheckingBackend final : public ops::Backend<float> {
+ public:
+  // "op: argument" for each pointer outside, "op: thread" for each call from a thread that
+  // did not say use_on_this_thread (a GPU's current device is the calling thread's).
+  mutable std::vector<std::string> strays;
+  mutable int64_t calls = 0;
+  mutable double decode_linear_flops = 0;  // 2·rows·in·out of every decode or packed linear
+  mutable int64_t decode_pairs = 0;        // what attention_decode returned, summed
+
+  ops::Device device() const override { return {}; }
+  void use_on_this_thread() const override {
+    std::lock_guard lock(mutex_);
+    threads_.insert(std::this_thread::get_id());
+  }
+  bool host_accessible() const override { return false; }  // take the staging paths too
+  // Asks for a tile plan, as a GPU backend does, and checks the one each attention receives.
+  int64_t attention_tile() const override { return kTile; }
+  void* allocate(size_t bytes) const override {
+    check("allocate", {});
+    void* p = cpu().allocate(bytes);
+    std::lock_guard lock(mutex_);
+    allocations_[static_cast<const char*>(p)] = bytes;
+    return p;
+  }
+  int64_t available_bytes() const override { return cpu().available_bytes(); }
+  void release(void* p) const override {
+    check("release", {});
+    {
+      std::lock_guard lock(mutex_);
+      allocations_.erase(static_cast<const char*>(p));
+    }
+    cpu().release(p);
+  }
+  void copy(void* to, const void* from, size_t bytes) const override {
+    check("copy", {to, from});
+    cpu().copy(to, from, bytes);
+  }
+  void upload(void* to, const void* host, size_t bytes) const override {
+    check("upload", {to});
+    cpu().upload(to, host, bytes);
+  }
+  void download(void* host, const void* from, size_t bytes) const override {
+    check("download", {from});
+    cpu().download(host, from, bytes);
+  }
+  void fill(float* x, int64_t n, float value) const override {
+    check("fill", {x});
+    cpu().fill(x, n, value);
+  }
+  void linear_forward(float* out, const float* in, const float* w, int64_t rows, int64_t in_dim,
+                      int64_t out_dim, bool accumulate, int64_t ld_in,
+                      int64_t ld_out) const override {
+    check("linear_forward", {out, in, w});
+    cpu().linear_forward(out, in, w, rows, in_dim, out_dim, accumulate, ld_in, ld_out);
+  }
+  void linear_backward(float* din, float* dw, const float* dout, const float* in, const float* w,
+                       int64_t rows, int64_t in_dim, int64_t out_dim, bool accumulate_din,
+                       int64_t ld_in, int64_t ld_dout) const override {
+    check("linear_backward", {din, dw, dout, in, w});
+    cpu().linear_backward(din, dw, dout, in, w, rows, in_dim, out_dim, accumulate_din, ld_in,
+                          ld_dout);
+  }
+  void linear_decode_forward(float* out, const float* in, const float* w, int64_t rows,
+                             int64_t in_dim, int64_t out_dim, bool accumulate) const override {
+    check("linear_decode_forward", {out, in, w});
+    decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
+    cpu().linear_decode_forward(out, in, w, rows, in_dim, out_dim, accumulate);
+  }
+  bool pack_linear_weight(float* w, int64_t in_dim, int64_t out_dim) const override {
+    check("pack_linear_weight", {w});
+    return cpu().pack_linear_weight(w, in_dim, out_dim);
+  }
+  void linear_packed_forward(float* out, const float* in, const float* w, int64_t rows,
+                             int64_t in_dim, int64_t out_dim, bool accumulate) const override {
+    check("linear_packed_forward", {out, in, w});
+    decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
+    cpu().linear_packed_forward(out, in, w, rows, in_dim, out_dim, accumulate);
+  }
+  void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
+                         int64_t d) const override {
+    check("embedding_forward", {out, tokens, table});
+    cpu().embedding_forward(out, tokens, table, n, d);
+  }
+  void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
+                          int64_t d) const override {
+    check("embedding_backward", {dtable, dout, tokens});
+    cpu().embedding_backward(dtable, dout, tokens, n, d);
+  }
+  void rmsnorm_forward(float* out, float* rstd, const float* in, const float* gain, int64_t rows,
+                       int64_t d, double eps) const override {
+    check("rmsnorm_forward", {out, rstd, in, gain});
+    cpu().rmsnorm_forward(out, rstd, in, gain, rows, d, eps);
+  }
+  void rmsnorm_backward(float* din, float* dgain, const float* dout, const float* in,
+                        const float* gain, const float* rstd, int64_t rows,
+                        int64_t d) const override {
+    check("rmsnorm_backward", {din, dgain, dout, in, gain, rstd});
+    cpu().rmsnorm_backward(din, dgain, dout, in, gain, rstd, rows, d);
+  }
+  void rope_forward(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                    int64_t row_stride, const float* cos_table,
+                    const float* sin_table) const override {
+    check("rope_forward", {x, pos, cos_table, sin_table});
+    cpu().rope_forward(x, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
+  }
+  void rope_backward(float* dx, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
+                     int64_t row_stride, const float* cos_table,
+                     const float* sin_table) const override {
+    check("rope_backward", {dx, pos, cos_table, sin_table});
+    cpu().rope_backward(dx, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
+  }
+  void swiglu_forward(float* act, const float* gate_up, int64_t rows, int64_t F) const override {
+    check("swiglu_forward", {act, gate_up});
+    cpu().swiglu_forward(act, gate_up, rows, F);
+  }
+  void swiglu_backward(float* dgate_up, const float* dact, const float* gate_up, int64_t rows,
+                       int64_t F) const override {
+    check("swiglu_backward", {dgate_up, dact, gate_up});
+    cpu().swiglu_backward(dgate_up, dact, gate_up, rows, F);
+  }
+  void cross_entropy_forward(float* nll, float* lse, const float* logits, const int32_t* targets,
+                             int64_t rows, int64_t V) const override {
+    check("cross_entropy_forward", {nll, lse, logits, targets});
+    cpu().cross_entropy_forward(nll, lse, logits, targets, rows, V);
+  }
+  void argmax_rows(int32_t* ids, const float* x, int64_t rows, int64_t n,
+                   const ops::ExcludedIds& excluded) const override {
+    check("argmax_rows", {ids, x});
+    cpu().argmax_rows(ids, x, rows, n, excluded);
+  }
+  void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
+                              const int32_t* targets, const float* dnll, int64_t rows,
+                              int64_t V) const override {
+    check("cross_entropy_backward", {dlogits, logits, lse, targets, dnll});
+    cpu().cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);
+  }
+  int64_t attention_forward(float* out, float* lse, const float* qkv,
+                            const ops::AttentionLayout& layout) const override {
+    check("attention_forward", {out, lse, qkv, layout.doc, layout.doc_start, layout.tile_kinds});
+    check_tile_plan("attention_forward", layout);
+    return cpu().attention_forward(out, lse, qkv, layout);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, const ops::AttentionLayout& layout) const override {
+    check("attention_backward",
+          {dqkv, dout, qkv, out, lse, layout.doc, layout.doc_start, layout.tile_kinds});
+    check_tile_plan("attention_backward", layout);
+    cpu().attention_backward(dqkv, dout, qkv, out, lse, layout);
+  }
+  void attention_decode(float* out, const float* qkv, const float* pk, const float* pv,
+                        const float* rk, const float* rv,
+                        const ops::DecodeAttentionLayout& layout) const override {
+    check("attention_decode",
+          {out, qkv, pk, pv, rk, rv, layout.persistent_end, layout.ring_len, layout.ring_next});
+    decode_pairs += ops::decode_attention_pairs(layout);  // its own memory is host memory
+    cpu().attention_decode(out, qkv, pk, pv, rk, rv, layout);
+  }
+  void adamw_update(float* w, const float* g, float* m, float* v,
+                    const std::vector<ops::AdamWRange>& ranges,
+                    const ops::AdamWStep& step) const override {
+    check("adamw_update", {w, g, m, v});
+    cpu().adamw_update(w, g, m, v, ranges, step);
+  }
+  double sum_squares(const float* x, int64_t n) const override {
+    check("sum_squares", {x});
+    return cpu().sum_squares(x, n);
+  }
+
+ private:
+  static const ops::Backend<float>& cpu() { return ops::cpu_backend<float>(); }
+  bool owned(const void* p) const {
+    const char* c = static_cast<const char*>(p);
+    auto it = allocations_.upper_bound(c);
+    if (it == allocations_.begin()) return false;
+    --it;
+    return c < it->first + it->second;
+  }
+  static constexpr int64_t kTile = 16;
+  // The layout's tile plan is the plan of its own doc and doc_start arrays (this backend's
+  // memory is host memory underneath), with its pair count.
+  void check_tile_plan(const char* op, const ops::AttentionLayout& layout) const {
+    ops::AttentionTilePlan expected;
+    ops::plan_attention_tiles(expected, layout, kTile, kTile);
+    const bool same = layout.tile_kinds && layout.tile == kTile &&
+                      layout.tile_pairs == expected.computed_pairs &&
+                      std::equal(expected.kinds.begin(), expected.kinds.end(), layout.tile_kinds);
+    if (!same) {
+      std::lock_guard lock(mutex_);
+      strays.push_back(std::string(op) + ": tile plan");
+    }
+  }
+  void check(const char* op, std::initializer_list<const void*> pointers) const {
+    std::lock_guard lock(mutex_);
+    ++calls;
+    if (!threads_.contains(std::this_thread::get_id()))
+      strays.push_back(std::string(op) + ": thread");
+    int k = 0;
+    for (const void* p : pointers) {
+      if (p && !owned(p)) strays.push_back(std::string(op) + ": argument " + std::to_string(k));
+      ++k;
+    }
+  }
+  mutable std::mutex mutex_;  // a server's thread and the test's may both call
+  mutable std::map<const char*, size_t> allocations_;
+  // Threads that may call: the one that made the backend (a GPU's is selected when its
+  // backend is made) and those that said use_on_this_thread.
+  mutable std::set<std::thread::id> threads_ = {std::this_thread::get_id()};
+};
+
+}  // namespace sps::testing
