@@ -332,7 +332,8 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
                              weights_.data() + table_.wte(), rows, config_.hidden_size);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     result.attention_pairs +=
-        layer_forward(l, l + 1 < config_.n_layer ? layer_acts_[l + 1].h_in : h_out_);
+        l + 1 < config_.n_layer ? layer_forward(l, layer_acts_[l + 1].h_in)
+                                : layer_forward(l, h_out_, options.blocks_only);
     if (options.after_layer) options.after_layer(l);
   }
 
@@ -346,7 +347,7 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
 }
 
 template <typename T>
-int64_t Model<T>::layer_forward(int64_t l, T* h_next) {
+int64_t Model<T>::layer_forward(int64_t l, T* h_next, bool last_readouts_only) {
   const int64_t rows = batch_ * layout_.slots();
   const int64_t d = config_.hidden_size, F = config_.intermediate_size;
   const int64_t H = config_.n_head, D = config_.head_dim();
@@ -360,6 +361,10 @@ int64_t Model<T>::layer_forward(int64_t l, T* h_next) {
   backend_.rope_forward(a.qkv, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
   backend_.rope_forward(a.qkv + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
   const int64_t pairs = backend_.attention_forward(a.att, a.lse, a.qkv, attention_layout());
+  if (last_readouts_only) {
+    last_readouts_forward(l, h_next);
+    return pairs;
+  }
   backend_.copy(a.h_mid, a.h_in, sizeof(T) * rows * d);
   block_linear(a.h_mid, a.att, p.c_proj, rows, d, d, true, false);
   // MLP half: h_out = h_mid + down(silu(gate(n2)) ⊙ up(n2)); gate|up is one [2F, d] weight.
@@ -371,6 +376,36 @@ int64_t Model<T>::layer_forward(int64_t l, T* h_next) {
     block_linear(h_next, a.act, p.down_proj, rows, F, d, true, false);
   }
   return pairs;
+}
+
+// The rest of block l (after its attention) for the last readout slot of each sequence: their
+// attention outputs and inputs gathered into the first rows of n1 (free after the q|k|v
+// projection) and h_mid, the output projection and MLP on those rows, the outputs put in
+// place in h_next. The same ops on the same rows: with packed weights, whose kernel computes
+// each row alone, the same bits as the whole block.
+template <typename T>
+void Model<T>::last_readouts_forward(int64_t l, T* h_next) {
+  const int64_t B = batch_, S = layout_.slots();
+  const int64_t d = config_.hidden_size, F = config_.intermediate_size;
+  const T* W = weights_.data();
+  const LayerParams& p = table_.layer(l);
+  LayerActs& a = layer_acts_[l];
+  const auto last_readout = [&](int64_t b) {
+    return b * S + family_.readout_stream() * tokens_ + tokens_ - 1;
+  };
+  const bool few_rows = B <= 16;
+  for (int64_t b = 0; b < B; ++b) {
+    backend_.copy(a.n1 + b * d, a.att + last_readout(b) * d, sizeof(T) * d);
+    backend_.copy(a.h_mid + b * d, a.h_in + last_readout(b) * d, sizeof(T) * d);
+  }
+  block_linear(a.h_mid, a.n1, p.c_proj, B, d, d, true, few_rows);
+  backend_.rmsnorm_forward(a.n2, a.rstd2, a.h_mid, W + p.mlp_norm, B, d, config_.norm_eps);
+  block_linear(a.gate_up, a.n2, p.gate_up, B, d, 2 * F, false, few_rows);
+  backend_.swiglu_forward(a.act, a.gate_up, B, F);
+  backend_.copy(a.n1, a.h_mid, sizeof(T) * B * d);
+  block_linear(a.n1, a.act, p.down_proj, B, F, d, true, few_rows);
+  for (int64_t b = 0; b < B; ++b)
+    backend_.copy(h_next + last_readout(b) * d, a.n1 + b * d, sizeof(T) * d);
 }
 
 // Output norm and tied LM head on the readout slots only, in chunks of rows so the logits

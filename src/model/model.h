@@ -19,8 +19,10 @@ namespace sps {
 struct ForwardOptions {
   double* nll = nullptr;     // optional [B, T] per-position NLL (every position)
   double* logits = nullptr;  // optional [B, T, V] logits read at the readout slots
-  bool blocks_only = false;  // stop before the output norm and LM head (no loss): for readers
-                             // of final_hidden() such as prefill
+  // Stop before the output norm and LM head (no loss), for prefill: the last block runs its
+  // output projection and MLP on each sequence's last readout slot only, the one row per
+  // sequence of final_hidden() that prefill reads (the others hold no block's output).
+  bool blocks_only = false;
   // Called after block l's forward, while layer_qkv(l) holds its q | k | v (prefill copies
   // the keys and values into its cache here).
   std::function<void(int64_t layer)> after_layer = nullptr;
@@ -144,8 +146,11 @@ class Model {
   void lm_head(const int32_t* y, bool backward, double grad_scale, StepResult& result,
                const ForwardOptions& options, const BackwardOptions<T>& backward_options);
   // Block l's forward from layer_acts_[l].h_in; writes the block's output to h_next unless it
-  // is null (recomputation needs the block's activations only). Returns the attention pairs.
-  int64_t layer_forward(int64_t l, T* h_next);
+  // is null (recomputation needs the block's activations only), with last_readouts_only for
+  // each sequence's last readout slot alone (last_readouts_forward). Returns the attention
+  // pairs.
+  int64_t layer_forward(int64_t l, T* h_next, bool last_readouts_only = false);
+  void last_readouts_forward(int64_t l, T* h_next);
   void backward_layers(const BackwardOptions<T>& options);
   ops::AttentionLayout attention_layout() const;
 
