@@ -62,7 +62,7 @@ struct BackwardOptions {
   // ≥ `offset` (ParamTable order): after each block, with the block's first offset (its
   // parameters and every later one's are done), and with 0 at the end. A data-parallel
   // step starts summing those gradients between processes while the earlier blocks run.
-  std::function<void(int64_t offset)> gradients_done_from;
+  std::function<void(int64_t offset)> gradients_done_from = nullptr;
 };
 
 struct StepResult {

@@ -11,6 +11,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/memory.h"
+#include "ops/cuda/portable.cuh"
 
 namespace sps::ops::cuda {
 
@@ -24,7 +25,7 @@ __global__ void block_squares_kernel(double* partial, const float* x, int64_t n)
   const int64_t end = begin + kBlockElements < n ? begin + kBlockElements : n;
   double sum = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) sum += double(x[i]) * double(x[i]);
-  sum = block_sum(sum, shared);
+  sum = block_sum<kThreads>(sum, shared);
   if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 

@@ -56,6 +56,32 @@ __device__ inline float lane_max(float value) {
   return value;
 }
 
+// The sum (or max) of `value` over a block of kThreads threads, in a fixed tree order: the
+// same bits on every run. `shared` holds kThreads values; every thread must call.
+template <int kThreads, typename T, typename Combine>
+__device__ T block_reduce(T value, T* shared, Combine combine) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (int(threadIdx.x) < stride)
+      shared[threadIdx.x] = combine(shared[threadIdx.x], shared[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  const T result = shared[0];
+  __syncthreads();  // shared[] is reused by the next call
+  return result;
+}
+
+template <int kThreads, typename T>
+__device__ T block_sum(T value, T* shared) {
+  return block_reduce<kThreads>(value, shared, [](T a, T b) { return a + b; });
+}
+
+template <int kThreads, typename T>
+__device__ T block_max(T value, T* shared) {
+  return block_reduce<kThreads>(value, shared, [](T a, T b) { return a > b ? a : b; });
+}
+
 // x rounded to bf16 (to nearest, ties to even; finite x), as its 16 bits.
 __device__ inline uint32_t bf16_bits(float x) {
   const uint32_t u = float_bits(x);

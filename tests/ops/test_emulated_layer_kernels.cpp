@@ -1,0 +1,150 @@
+// The GPU kernels of a block's other ops and of the LM head's loss, run on the CPU by the
+// CUDA emulator against the CPU backend's ops: RMSNorm forward and backward
+// (ops/cuda/rmsnorm.cuh), the embedding, RoPE and SwiGLU (ops/cuda/pointwise.cuh), and the
+// cross-entropy (ops/cuda/cross_entropy.cuh), in place where the op is. Shapes that are not
+// multiples of a block, and grids smaller than the work, so that every stride loop turns.
+#include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
+#include "ops/cuda/cross_entropy.cuh"
+#include "ops/cuda/pointwise.cuh"
+#include "ops/cuda/rmsnorm.cuh"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "gradcheck.h"
+#include "ops/ops.h"
+
+namespace sps {
+namespace {
+
+using cuda_emulator::launch;
+using testing::max_relative_error;
+
+std::vector<float> normal_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+std::vector<int32_t> ids_below(int64_t n, int32_t limit, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = int32_t(rng() % uint32_t(limit));
+  return ids;
+}
+
+dim3 blocks(unsigned n) { return dim3{n, 1, 1}; }
+
+TEST(EmulatedLayerKernels, RmsNormForwardAndBackwardMatchTheCpu) {
+  namespace k = ops::cuda::rmsnorm;
+  constexpr int kT = k::kBlockThreads;
+  const int64_t rows = 5, d = 300;
+  const auto in = normal_floats(rows * d, 1), gain = normal_floats(d, 2),
+             dout = normal_floats(rows * d, 3);
+  std::vector<float> out(rows * d), rstd(rows), gpu_out(rows * d), gpu_rstd(rows);
+  ops::rmsnorm_forward(out.data(), rstd.data(), in.data(), gain.data(), rows, d, 1e-5);
+  launch(blocks(rows), blocks(kT), k::kSharedBytes, k::forward_kernel<kT>, gpu_out.data(),
+         gpu_rstd.data(), in.data(), gain.data(), d, 1e-5f);
+  EXPECT_LT(max_relative_error(gpu_out, out), 1e-5);
+  EXPECT_LT(max_relative_error(gpu_rstd, rstd), 1e-5);
+
+  // Accumulating into gradients that already hold something.
+  std::vector<float> din = normal_floats(rows * d, 4), dgain = normal_floats(d, 5);
+  std::vector<float> gpu_din = din, gpu_dgain = dgain;
+  ops::rmsnorm_backward(din.data(), dgain.data(), dout.data(), in.data(), gain.data(), rstd.data(),
+                        rows, d);
+  launch(blocks(rows), blocks(kT), k::kSharedBytes, k::input_gradient_kernel<kT>, gpu_din.data(),
+         dout.data(), in.data(), gain.data(), static_cast<const float*>(rstd.data()), d);
+  launch(blocks(unsigned((d + kT - 1) / kT)), blocks(kT), 0, k::gain_gradient_kernel<kT>,
+         gpu_dgain.data(), dout.data(), in.data(), static_cast<const float*>(rstd.data()), rows, d);
+  EXPECT_LT(max_relative_error(gpu_din, din), 1e-4);
+  EXPECT_LT(max_relative_error(gpu_dgain, dgain), 1e-4);
+}
+
+TEST(EmulatedLayerKernels, EmbeddingGatherAndScatterAddMatchTheCpu) {
+  namespace k = ops::cuda::pointwise;
+  constexpr int kT = k::kBlockThreads;
+  const int64_t n = 7, d = 300, vocab = 4;  // repeated tokens: their gradients add up
+  const auto table = normal_floats(vocab * d, 1), dout = normal_floats(n * d, 2);
+  const auto tokens = ids_below(n, int32_t(vocab), 3);
+  std::vector<float> out(n * d), gpu_out(n * d, -1);
+  ops::embedding_forward(out.data(), tokens.data(), table.data(), n, d);
+  launch(blocks(2), blocks(kT), 0, k::gather_kernel<kT>, gpu_out.data(), tokens.data(),
+         table.data(), n, d);
+  EXPECT_EQ(gpu_out, out);
+  std::vector<float> dtable = normal_floats(vocab * d, 4), gpu_dtable = dtable;
+  ops::embedding_backward(dtable.data(), dout.data(), tokens.data(), n, d);
+  launch(blocks(unsigned((d + kT - 1) / kT)), blocks(kT), 0, k::scatter_add_kernel<kT>,
+         gpu_dtable.data(), dout.data(), tokens.data(), n, d);
+  EXPECT_LT(max_relative_error(gpu_dtable, dtable), 1e-6);
+}
+
+// Both halves of q|k|v rows are rotated (q and k) with the row stride of the fused buffer, and
+// the backward is the forward's transpose.
+TEST(EmulatedLayerKernels, RopeForwardAndBackwardMatchTheCpu) {
+  namespace k = ops::cuda::pointwise;
+  constexpr int kT = k::kBlockThreads;
+  const int64_t n = 9, heads = 3, D = 8, stride = 3 * heads * D, max_pos = 20;
+  std::vector<float> cos_table(max_pos * D / 2), sin_table(max_pos * D / 2);
+  ops::rope_tables(cos_table.data(), sin_table.data(), max_pos, D, 10000.0);
+  const auto pos = ids_below(n, int32_t(max_pos), 1);
+  for (const bool backward : {false, true}) {
+    std::vector<float> x = normal_floats(n * stride, 2), gpu_x = x;
+    if (backward)
+      ops::rope_backward(x.data() + heads * D, pos.data(), n, heads, D, stride, cos_table.data(),
+                         sin_table.data());
+    else
+      ops::rope_forward(x.data() + heads * D, pos.data(), n, heads, D, stride, cos_table.data(),
+                        sin_table.data());
+    launch(blocks(1), blocks(kT), 0, k::rotate_kernel<kT>, gpu_x.data() + heads * D, pos.data(), n,
+           heads, D / 2, stride, static_cast<const float*>(cos_table.data()),
+           static_cast<const float*>(sin_table.data()), backward ? -1.0f : 1.0f);
+    EXPECT_LT(max_relative_error(gpu_x, x), 1e-6) << (backward ? "backward" : "forward");
+  }
+}
+
+TEST(EmulatedLayerKernels, SwigluForwardAndBackwardMatchTheCpu) {
+  namespace k = ops::cuda::pointwise;
+  constexpr int kT = k::kBlockThreads;
+  const int64_t rows = 3, F = 130;
+  const auto gate_up = normal_floats(rows * 2 * F, 1, 3.0f), dact = normal_floats(rows * F, 2);
+  std::vector<float> act(rows * F), gpu_act(rows * F);
+  ops::swiglu_forward(act.data(), gate_up.data(), rows, F);
+  launch(blocks(1), blocks(kT), 0, k::swiglu_forward_kernel<kT>, gpu_act.data(), gate_up.data(),
+         rows * F, F);
+  EXPECT_LT(max_relative_error(gpu_act, act), 1e-5);
+  std::vector<float> dgate_up(rows * 2 * F), gpu_dgate_up(rows * 2 * F, -1);
+  ops::swiglu_backward(dgate_up.data(), dact.data(), gate_up.data(), rows, F);
+  launch(blocks(1), blocks(kT), 0, k::swiglu_backward_kernel<kT>, gpu_dgate_up.data(), dact.data(),
+         gate_up.data(), rows * F, F);
+  EXPECT_LT(max_relative_error(gpu_dgate_up, dgate_up), 1e-5);
+}
+
+// The gradient in place over the logits, as the LM head runs it.
+TEST(EmulatedLayerKernels, CrossEntropyForwardAndBackwardInPlaceMatchTheCpu) {
+  namespace k = ops::cuda::cross_entropy;
+  constexpr int kT = k::kBlockThreads;
+  const int64_t rows = 4, V = 700;
+  const auto logits = normal_floats(rows * V, 1, 4.0f), dnll = normal_floats(rows, 2);
+  const auto targets = ids_below(rows, int32_t(V), 3);
+  std::vector<float> nll(rows), lse(rows), gpu_nll(rows), gpu_lse(rows);
+  ops::cross_entropy_forward(nll.data(), lse.data(), logits.data(), targets.data(), rows, V);
+  launch(blocks(rows), blocks(kT), k::kSharedBytes, k::forward_kernel<kT>, gpu_nll.data(),
+         gpu_lse.data(), logits.data(), targets.data(), V);
+  EXPECT_LT(max_relative_error(gpu_nll, nll), 1e-5);
+  EXPECT_LT(max_relative_error(gpu_lse, lse), 1e-5);
+  std::vector<float> dlogits = logits, gpu_dlogits = logits;
+  ops::cross_entropy_backward(dlogits.data(), dlogits.data(), lse.data(), targets.data(),
+                              dnll.data(), rows, V);
+  launch(blocks(3), blocks(kT), 0, k::backward_kernel<kT>, gpu_dlogits.data(),
+         static_cast<const float*>(gpu_dlogits.data()), static_cast<const float*>(lse.data()),
+         targets.data(), dnll.data(), rows, V);
+  EXPECT_LT(max_relative_error(gpu_dlogits, dlogits), 1e-5);
+}
+
+}  // namespace
+}  // namespace sps
