@@ -10,10 +10,14 @@
 // - the bf16 tensor-core forward and backward against the dense reference on the same inputs
 //   rounded to bf16;
 // - the greedy choice (ops/cuda/argmax.cuh) against the CPU backend's, ties included;
-// - AdamW over many ranges in one launch (ops/cuda/adamw.cuh) against the CPU's update.
+// - AdamW over many ranges in one launch (ops/cuda/adamw.cuh) against the CPU's update;
+// - the reference attention kernels (ops/cuda/attention_reference.cuh: heads above the
+//   blocked kernels', decode chunks of several tokens) against the dense double reference
+//   and the CPU backend's decode attention.
 #include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
 #include "ops/cuda/adamw.cuh"
 #include "ops/cuda/argmax.cuh"
+#include "ops/cuda/attention_reference.cuh"
 #include "ops/cuda/attention_tiled.cuh"
 #include "ops/cuda/decode_attention.cuh"
 
@@ -186,6 +190,84 @@ TEST(AttentionTiledKernels, Bf16PathMatchesTheReferenceOnRoundedInputs) {
     EXPECT_GT(max_relative_error(bf16.out, fp32.out), 1e-4);
     EXPECT_GT(max_relative_error(bf16.dqkv, fp32.dqkv), 1e-4);
   }
+}
+
+namespace reference = ops::cuda::reference;
+
+// One warp per slot over exactly the visible pairs: the outputs, the gradients and the pair
+// count of every mask, with documents, heads below, at and above the blocked kernels' 64.
+TEST(ReferenceAttentionKernels, MatchTheDenseReferenceForEveryMask) {
+  constexpr int kThreads = reference::kWarp * reference::kWarpsPerBlock;
+  std::mt19937_64 rng(17);
+  for (const Case& c : std::vector<Case>{{2, 0, 3, -1, 11, 16, 1},
+                                         {2, 1, 2, 4, 9, 72, 2},
+                                         {1, 0, 0, -1, 10, 40, 1},
+                                         {2, 0, 100, 3, 8, 8, 0}}) {
+    SCOPED_TRACE(name(c));
+    const Inputs x = make_inputs(c, rng);
+    const ops::AttentionLayout& l = x.layout;
+    const auto qkv = testing::cast_vector<float>(x.qkv);
+    const auto dout = testing::cast_vector<float>(x.dout);
+    const int64_t S = l.streams * l.tokens, HD = l.heads * l.head_dim;
+    const int64_t warps = l.batch * l.heads * S;
+    const dim3 grid{unsigned((warps + reference::kWarpsPerBlock - 1) / reference::kWarpsPerBlock),
+                    1, 1};
+    const dim3 block{unsigned(kThreads), 1, 1};
+    const float scale = 1.0f / std::sqrt(float(l.head_dim));
+    Outputs o{std::vector<float>(l.batch * S * HD), std::vector<float>(warps),
+              std::vector<float>(l.batch * S * 3 * HD)};
+    std::vector<float> delta(warps);
+    unsigned long long pairs = 0;
+    cuda_emulator::launch(grid, block, 0, reference::forward_kernel<kThreads>, o.out.data(),
+                          o.lse.data(), qkv.data(), reference::mask_of(l), scale, &pairs);
+    cuda_emulator::launch(grid, block, 0, reference::query_gradient_kernel<kThreads>, o.dqkv.data(),
+                          delta.data(), dout.data(), qkv.data(),
+                          static_cast<const float*>(o.out.data()),
+                          static_cast<const float*>(o.lse.data()), reference::mask_of(l), scale);
+    cuda_emulator::launch(grid, block, 0, reference::key_gradient_kernel<kThreads>, o.dqkv.data(),
+                          static_cast<const float*>(delta.data()), dout.data(), qkv.data(),
+                          static_cast<const float*>(o.lse.data()), reference::mask_of(l), scale);
+    EXPECT_LT(max_relative_error(o.out, x.out), 2e-5);
+    EXPECT_LT(max_relative_error(o.lse, x.lse), 2e-6);
+    EXPECT_LT(max_relative_error(o.dqkv, x.dqkv), 5e-5);
+    int64_t visible = 0;  // every head computes each visible pair once
+    for (int64_t b = 0; b < l.batch; ++b)
+      for (const char v : testing::reference_mask(l, b)) visible += v;
+    EXPECT_EQ(int64_t(pairs), visible * l.heads);
+  }
+}
+
+// The reference decode kernel for every family's cache, for a step of one token and for a
+// chunk of three (each token also sees the chunk's earlier ones), against the CPU backend.
+TEST(ReferenceAttentionKernels, DecodeMatchesTheCpuBackendForStepsAndChunks) {
+  constexpr int kThreads = reference::kWarp * reference::kWarpsPerBlock;
+  for (const testing::DecodeCacheCase& c : testing::decode_cache_cases())
+    for (const int64_t tokens : {int64_t(1), int64_t(3)}) {
+      SCOPED_TRACE(testing::name(c) + ", tokens " + std::to_string(tokens));
+      testing::DecodeCache cache = testing::make_decode_cache(c);
+      ops::DecodeAttentionLayout& l = cache.layout;
+      l.tokens = tokens;
+      const int64_t rows = l.batch * tokens * l.queries, HD = l.heads * l.head_dim;
+      cache.qkv.resize(rows * 3 * HD);
+      std::mt19937_64 rng(tokens);
+      std::normal_distribution<float> normal;
+      for (float& v : cache.qkv) v = normal(rng);
+      const auto wide = [](const std::vector<float>& v) {
+        return std::vector<double>(v.begin(), v.end());
+      };
+      std::vector<double> expected(rows * HD);
+      ops::attention_decode<double>(expected.data(), wide(cache.qkv).data(), wide(cache.pk).data(),
+                                    wide(cache.pv).data(), wide(cache.rk).data(),
+                                    wide(cache.rv).data(), l);
+      std::vector<float> out(expected.size(), std::numeric_limits<float>::quiet_NaN());
+      const int64_t warps = l.batch * l.heads * tokens * l.queries;
+      cuda_emulator::launch(
+          dim3{unsigned((warps + reference::kWarpsPerBlock - 1) / reference::kWarpsPerBlock), 1, 1},
+          dim3{unsigned(kThreads), 1, 1}, 0, reference::decode_kernel<kThreads>, out.data(),
+          static_cast<const float*>(cache.qkv.data()), cache.pk.data(), cache.pv.data(),
+          cache.rk.data(), cache.rv.data(), l, 1.0f / std::sqrt(float(l.head_dim)));
+      EXPECT_LT(max_relative_error(out, expected), 2e-5);
+    }
 }
 
 namespace decode = ops::cuda::decode;
