@@ -192,6 +192,28 @@ TEST(AttentionTiledKernels, Bf16PathMatchesTheReferenceOnRoundedInputs) {
   }
 }
 
+// The squared norm over blocks of 2¹⁶ elements, the last one short, added in block order as
+// the host does: the CPU's sum to double rounding.
+TEST(AdamWKernel, SumOfSquaresMatchesTheCpu) {
+  namespace adamw = ops::cuda::adamw;
+  const int64_t n = 2 * adamw::kSquaresBlockElements + 1234;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  const int64_t blocks = 3;
+  std::vector<double> partial(blocks, std::numeric_limits<double>::quiet_NaN());
+  cuda_emulator::launch(dim3{unsigned(blocks), 1, 1}, dim3{unsigned(adamw::kBlockThreads), 1, 1},
+                        adamw::kSquaresSharedBytes,
+                        adamw::block_squares_kernel<adamw::kBlockThreads>, partial.data(),
+                        static_cast<const float*>(x.data()), n);
+  const double gpu = partial[0] + partial[1] + partial[2];
+  const double cpu = ops::sum_squares(x.data(), n);
+  EXPECT_NEAR(gpu, cpu, 1e-12 * cpu);
+  EXPECT_GT(partial[2], 0.0);
+  EXPECT_LT(partial[2], partial[0] / 10);  // the short block holds only its 1234 elements
+}
+
 namespace reference = ops::cuda::reference;
 
 // One warp per slot over exactly the visible pairs: the outputs, the gradients and the pair

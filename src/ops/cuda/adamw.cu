@@ -1,6 +1,5 @@
-// AdamW (adamw.cuh: every range of the parameters in one launch, up to 64 ranges) and the
-// squared norm for clipping on the GPU: the norm in double with per-block sums in a fixed
-// order, added on the host in block order.
+// Launches AdamW (adamw.cuh: every range of the parameters in one launch, up to 64 ranges) and
+// the squared norm for clipping, whose per-block sums the host adds in block order.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -11,25 +10,8 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/memory.h"
-#include "ops/cuda/portable.cuh"
 
 namespace sps::ops::cuda {
-
-namespace {
-
-constexpr int64_t kBlockElements = int64_t(1) << 16;  // elements summed by one block
-
-__global__ void block_squares_kernel(double* partial, const float* x, int64_t n) {
-  __shared__ double shared[kThreads];
-  const int64_t begin = blockIdx.x * kBlockElements;
-  const int64_t end = begin + kBlockElements < n ? begin + kBlockElements : n;
-  double sum = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) sum += double(x[i]) * double(x[i]);
-  sum = block_sum<kThreads>(sum, shared);
-  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
-}
-
-}  // namespace
 
 void adamw_update(float* weights, const float* grads, float* m, float* v,
                   const std::vector<AdamWRange>& ranges, const AdamWStep& step) {
@@ -44,7 +26,7 @@ void adamw_update(float* weights, const float* grads, float* m, float* v,
 
 double sum_squares(const float* x, int64_t n) {
   if (n <= 0) return 0;
-  const int64_t blocks = (n + kBlockElements - 1) / kBlockElements;
+  const int64_t blocks = (n + adamw::kSquaresBlockElements - 1) / adamw::kSquaresBlockElements;
   // Kept and grown, not allocated per call: freeing device memory waits for the whole GPU.
   static double* partial = nullptr;
   static int64_t capacity = 0;
@@ -53,7 +35,8 @@ double sum_squares(const float* x, int64_t n) {
     partial = static_cast<double*>(device_allocate(size_t(blocks) * sizeof(double)));
     capacity = blocks;
   }
-  block_squares_kernel<<<unsigned(blocks), kThreads>>>(partial, x, n);
+  adamw::block_squares_kernel<adamw::kBlockThreads>
+      <<<unsigned(blocks), adamw::kBlockThreads, adamw::kSquaresSharedBytes>>>(partial, x, n);
   check(cudaGetLastError(), "sum of squares launch");
   std::vector<double> host(blocks);
   copy_to_host(host.data(), partial, host.size() * sizeof(double));

@@ -1,6 +1,7 @@
 #pragma once
 // AdamW over many ranges of the flat parameter buffers in one launch (ops.h adamw_update),
-// written in the subset of CUDA that tests/ops/cuda_emulator.h also runs. The ranges of a
+// and the squared norm for clipping (ops.h sum_squares), written in the subset of CUDA that
+// tests/ops/cuda_emulator.h also runs. The ranges of a
 // launch are laid end to end as one index space; each thread finds the range of its index
 // by a binary search over their starts, which neighbouring threads share. The arithmetic is
 // ops/cpu/adamw.cpp's, in fp32, with the constants formed in double on the host.
@@ -85,6 +86,24 @@ __global__ void __launch_bounds__(kThreads)
     const float denom = sqrtf(vi) * k.inv_sqrt_bias2 + k.eps;
     weights[i] = weights[i] * decay - k.step_size * mi / denom;
   }
+}
+
+constexpr int64_t kSquaresBlockElements = int64_t(1) << 16;  // elements one block sums
+constexpr int kSquaresSharedBytes = kBlockThreads * int(sizeof(double));
+
+// Σ x[i]² in double for the clip's global norm: block b sums elements [b·2¹⁶, (b + 1)·2¹⁶)
+// into partial[b], each thread a strided share and then a fixed tree over the threads; the
+// host adds the partials in block order. Grid: ⌈n / 2¹⁶⌉ blocks.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    block_squares_kernel(double* partial, const float* x, int64_t n) {
+  double* shared = reinterpret_cast<double*>(dynamic_shared_floats());
+  const int64_t begin = blockIdx.x * kSquaresBlockElements;
+  const int64_t end = begin + kSquaresBlockElements < n ? begin + kSquaresBlockElements : n;
+  double sum = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) sum += double(x[i]) * double(x[i]);
+  sum = block_sum<kThreads>(sum, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 
 }  // namespace sps::ops::cuda::adamw
