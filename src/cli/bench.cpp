@@ -28,6 +28,7 @@ struct ServeBenchArgs {
   uint64_t seed = 1337;
   bool json = false;
   ServeLoadOptions load;
+  const std::string* device = nullptr;  // --device of the servers started here
 };
 
 // Prompts of ids the model knows: the checkpoint's config, or GPT-2's ids for a URL.
@@ -64,7 +65,8 @@ void run_serve_bench(ServeBenchArgs& a) {
     print_serve_load(a.url, a.load, run_serve_load(a.load), a.json);
   }
   for (const std::string& checkpoint : a.checkpoints) {
-    const LoadedModel loaded = load_model(checkpoint, "", "");
+    const LoadedModel loaded =
+        load_model(checkpoint, "", "", ops::parse_device(*a.device, "--device"));
     const BpeTokenizer tokenizer = load_tokenizer(a.tokenizer, loaded);
     const ModelConfig& c = loaded.model->config();
     if (a.prompt_tokens + a.load.new_tokens > c.block_size)
@@ -111,6 +113,7 @@ void register_serve_bench(CLI::App* bench) {
   cmd->add_option("--token-dtype", a.token_dtype, "uint16 | uint32 (default: meta.json's)");
   cmd->add_option("--seed", a.seed, "prompt windows");
   cmd->add_flag("--json", a.json, "one JSON object per server");
+  a.device = &add_device_option(cmd, "sps bench serve");
   cmd->callback([] { run_serve_bench(a); });
 }
 
