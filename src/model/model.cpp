@@ -349,7 +349,7 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
 template <typename T>
 int64_t Model<T>::layer_forward(int64_t l, T* h_next, bool last_readouts_only) {
   const int64_t rows = batch_ * layout_.slots();
-  const int64_t d = config_.hidden_size, F = config_.intermediate_size;
+  const int64_t d = config_.hidden_size;
   const int64_t H = config_.n_head, D = config_.head_dim();
   const T* W = weights_.data();
   const int32_t* pos = slot_positions_.data();
@@ -366,16 +366,28 @@ int64_t Model<T>::layer_forward(int64_t l, T* h_next, bool last_readouts_only) {
     return pairs;
   }
   backend_.copy(a.h_mid, a.h_in, sizeof(T) * rows * d);
-  block_linear(a.h_mid, a.att, p.c_proj, rows, d, d, true, false);
-  // MLP half: h_out = h_mid + down(silu(gate(n2)) ⊙ up(n2)); gate|up is one [2F, d] weight.
-  backend_.rmsnorm_forward(a.n2, a.rstd2, a.h_mid, W + p.mlp_norm, rows, d, config_.norm_eps);
-  block_linear(a.gate_up, a.n2, p.gate_up, rows, d, 2 * F, false, false);
+  block_tail(l, a.att, rows, h_next, false);
+  return pairs;
+}
+
+// The block after its attention, on `rows` rows of h_mid (which holds their input residual):
+// h_mid += c_proj(att); then, unless h_next is null, h_next = h_mid + down(silu(gate(n2)) ⊙
+// up(n2)), n2 = RMSNorm(h_mid); gate|up is one [2F, d] weight. att is read only by c_proj,
+// so h_next may be att's buffer.
+template <typename T>
+void Model<T>::block_tail(int64_t l, const T* att, int64_t rows, T* h_next, bool few_rows) {
+  const int64_t d = config_.hidden_size, F = config_.intermediate_size;
+  const LayerParams& p = table_.layer(l);
+  LayerActs& a = layer_acts_[l];
+  block_linear(a.h_mid, att, p.c_proj, rows, d, d, true, few_rows);
+  backend_.rmsnorm_forward(a.n2, a.rstd2, a.h_mid, weights_.data() + p.mlp_norm, rows, d,
+                           config_.norm_eps);
+  block_linear(a.gate_up, a.n2, p.gate_up, rows, d, 2 * F, false, few_rows);
   backend_.swiglu_forward(a.act, a.gate_up, rows, F);
   if (h_next) {
     backend_.copy(h_next, a.h_mid, sizeof(T) * rows * d);
-    block_linear(h_next, a.act, p.down_proj, rows, F, d, true, false);
+    block_linear(h_next, a.act, p.down_proj, rows, F, d, true, few_rows);
   }
-  return pairs;
 }
 
 // The rest of block l (after its attention) for the last readout slot of each sequence: their
@@ -385,25 +397,16 @@ int64_t Model<T>::layer_forward(int64_t l, T* h_next, bool last_readouts_only) {
 // each row alone, the same bits as the whole block.
 template <typename T>
 void Model<T>::last_readouts_forward(int64_t l, T* h_next) {
-  const int64_t B = batch_, S = layout_.slots();
-  const int64_t d = config_.hidden_size, F = config_.intermediate_size;
-  const T* W = weights_.data();
-  const LayerParams& p = table_.layer(l);
+  const int64_t B = batch_, S = layout_.slots(), d = config_.hidden_size;
   LayerActs& a = layer_acts_[l];
   const auto last_readout = [&](int64_t b) {
     return b * S + family_.readout_stream() * tokens_ + tokens_ - 1;
   };
-  const bool few_rows = B <= 16;
   for (int64_t b = 0; b < B; ++b) {
     backend_.copy(a.n1 + b * d, a.att + last_readout(b) * d, sizeof(T) * d);
     backend_.copy(a.h_mid + b * d, a.h_in + last_readout(b) * d, sizeof(T) * d);
   }
-  block_linear(a.h_mid, a.n1, p.c_proj, B, d, d, true, few_rows);
-  backend_.rmsnorm_forward(a.n2, a.rstd2, a.h_mid, W + p.mlp_norm, B, d, config_.norm_eps);
-  block_linear(a.gate_up, a.n2, p.gate_up, B, d, 2 * F, false, few_rows);
-  backend_.swiglu_forward(a.act, a.gate_up, B, F);
-  backend_.copy(a.n1, a.h_mid, sizeof(T) * B * d);
-  block_linear(a.n1, a.act, p.down_proj, B, F, d, true, few_rows);
+  block_tail(l, a.n1, B, a.n1, B <= 16);
   for (int64_t b = 0; b < B; ++b)
     backend_.copy(h_next + last_readout(b) * d, a.n1 + b * d, sizeof(T) * d);
 }

@@ -151,6 +151,7 @@ class Model {
   // pairs.
   int64_t layer_forward(int64_t l, T* h_next, bool last_readouts_only = false);
   void last_readouts_forward(int64_t l, T* h_next);
+  void block_tail(int64_t l, const T* att, int64_t rows, T* h_next, bool few_rows);
   void backward_layers(const BackwardOptions<T>& options);
   ops::AttentionLayout attention_layout() const;
 
