@@ -6,6 +6,7 @@
 //
 // Conventions: "accumulate" arguments choose between out = f(...) and out += f(...).
 // Gradients of parameters are always accumulated (+=), so a step's micro-batches add up.
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -146,6 +147,25 @@ namespace sps::ops {
 struct AdamWStep {
   double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0, grad_scale = 1;
   int64_t step = 1;
+};
+// The update's factors in the arithmetic's type T, formed in double once per call, as every
+// backend's kernel takes them.
+template <typename T>
+struct AdamWFactors {
+  T decay, step_size, inv_sqrt_bias2, b1, b2, one_minus_b1, one_minus_b2, eps, scale;
+  static AdamWFactors of(const AdamWStep& s, double weight_decay) {
+    const double bias1 = 1.0 - std::pow(s.beta1, double(s.step));
+    const double bias2 = 1.0 - std::pow(s.beta2, double(s.step));
+    return {T(1.0 - s.lr * weight_decay),
+            T(s.lr / bias1),
+            T(1.0 / std::sqrt(bias2)),
+            T(s.beta1),
+            T(s.beta2),
+            T(1.0 - s.beta1),
+            T(1.0 - s.beta2),
+            T(s.eps),
+            T(s.grad_scale)};
+  }
 };
 // One range [begin, end) of the flat buffers, with or without weight decay.
 struct AdamWRange {

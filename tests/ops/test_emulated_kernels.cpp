@@ -381,7 +381,7 @@ TEST(AdamWKernel, EveryRangeInOneLaunchMatchesTheCpu) {
     cuda_emulator::launch(dim3{3, 1, 1}, dim3{unsigned(adamw::kBlockThreads), 1, 1}, 0,
                           adamw::update_kernel<adamw::kBlockThreads>, gpu_w.data(),
                           static_cast<const float*>(grads.data()), gpu_m.data(), gpu_v.data(),
-                          table, adamw::constants(step));
+                          table, ops::AdamWFactors<float>::of(step, step.weight_decay));
   EXPECT_LT(max_relative_error(gpu_w, cpu_w), 1e-6);
   EXPECT_LT(max_relative_error(gpu_m, cpu_m), 1e-6);
   EXPECT_LT(max_relative_error(gpu_v, cpu_v), 1e-6);

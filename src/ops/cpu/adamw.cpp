@@ -12,15 +12,10 @@ namespace {
 template <typename T>
 void update_range(T* weights, const T* grads, float* m, float* v, int64_t n, const AdamWStep& s,
                   double weight_decay) {
-  // The arithmetic runs in T; the constants are formed in double once. PyTorch's form:
+  // The arithmetic runs in T. PyTorch's form:
   // w ← w·(1 − lr·λ); w ← w − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + ε).
-  const double bias1 = 1.0 - std::pow(s.beta1, double(s.step));
-  const double bias2 = 1.0 - std::pow(s.beta2, double(s.step));
-  const T decay = T(1.0 - s.lr * weight_decay);
-  const T step_size = T(s.lr / bias1);
-  const T inv_sqrt_bias2 = T(1.0 / std::sqrt(bias2));
-  const T b1 = T(s.beta1), b2 = T(s.beta2), one_minus_b1 = T(1.0 - s.beta1),
-          one_minus_b2 = T(1.0 - s.beta2), eps = T(s.eps), scale = T(s.grad_scale);
+  const auto [decay, step_size, inv_sqrt_bias2, b1, b2, one_minus_b1, one_minus_b2, eps, scale] =
+      AdamWFactors<T>::of(s, weight_decay);
 #pragma omp parallel for schedule(static) if (n >= cpu::kParallelThreshold)
   for (int64_t begin = 0; begin < n; begin += 4096) {
     const int64_t end = std::min(n, begin + 4096);

@@ -15,7 +15,7 @@ namespace sps::ops::cuda {
 
 void adamw_update(float* weights, const float* grads, float* m, float* v,
                   const std::vector<AdamWRange>& ranges, const AdamWStep& step) {
-  const adamw::Constants k = adamw::constants(step);
+  const auto k = AdamWFactors<float>::of(step, step.weight_decay);
   for (const adamw::RangeTable& table : adamw::range_tables(ranges)) {
     adamw::update_kernel<adamw::kBlockThreads>
         <<<grid_stride_blocks(table.start[table.count]), adamw::kBlockThreads>>>(weights, grads, m,

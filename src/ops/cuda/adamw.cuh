@@ -4,7 +4,7 @@
 // tests/ops/cuda_emulator.h also runs. The ranges of a
 // launch are laid end to end as one index space; each thread finds the range of its index
 // by a binary search over their starts, which neighbouring threads share. The arithmetic is
-// ops/cpu/adamw.cpp's, in fp32, with the constants formed in double on the host.
+// ops/cpu/adamw.cpp's, in fp32, with the factors of ops.h AdamWFactors.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -17,10 +17,6 @@ namespace sps::ops::cuda::adamw {
 constexpr int kBlockThreads = 256;
 constexpr int kMaxRanges = 64;  // per launch: the table travels in the kernel's parameters
 
-struct Constants {
-  float decay, step_size, inv_sqrt_bias2, b1, b2, one_minus_b1, one_minus_b2, eps, scale;
-};
-
 // Up to kMaxRanges ranges: range r covers indices [start[r], start[r + 1]) of the launch's
 // index space and elements [first[r], first[r] + length) of the buffers.
 struct RangeTable {
@@ -29,20 +25,6 @@ struct RangeTable {
   uint64_t decayed;  // bit r: weight decay applies to range r
   int count;
 };
-
-inline Constants constants(const AdamWStep& s) {
-  const double bias1 = 1.0 - std::pow(s.beta1, double(s.step));
-  const double bias2 = 1.0 - std::pow(s.beta2, double(s.step));
-  return {float(1.0 - s.lr * s.weight_decay),
-          float(s.lr / bias1),
-          float(1.0 / std::sqrt(bias2)),
-          float(s.beta1),
-          float(s.beta2),
-          float(1.0 - s.beta1),
-          float(1.0 - s.beta2),
-          float(s.eps),
-          float(s.grad_scale)};
-}
 
 // The ranges in launches of at most kMaxRanges, empty ones left out.
 inline std::vector<RangeTable> range_tables(const std::vector<AdamWRange>& ranges) {
@@ -64,7 +46,7 @@ inline std::vector<RangeTable> range_tables(const std::vector<AdamWRange>& range
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     update_kernel(float* weights, const float* grads, float* m, float* v, RangeTable table,
-                  Constants k) {
+                  AdamWFactors<float> k) {
   const int64_t total = table.start[table.count];
   for (int64_t j = blockIdx.x * int64_t(kThreads) + threadIdx.x; j < total;
        j += int64_t(gridDim.x) * kThreads) {
