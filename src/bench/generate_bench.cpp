@@ -99,7 +99,9 @@ struct Contestant {
   const GenerateBenchModel& spec;
   Model<float> model;
   Decoder<float> decoder;
-  std::vector<int32_t> next;
+  std::vector<int32_t> next, nonfinite;
+  std::vector<float> next_logits;
+  std::vector<uint8_t> banned;  // EOS, PAD and PREDICT
   double weight_bytes = 0;
   double prefill_seconds = 0, decode_seconds = 0, bytes_read = 0, flops = 0;  // the current run
   int64_t activation_bytes = 0;
@@ -110,7 +112,6 @@ struct Contestant {
     s.max_prompt_tokens = o.prompt_tokens;
     s.max_new_tokens = std::max<int64_t>(0, o.new_tokens - 1);
     s.prefill_rows = o.prefill_rows;
-    s.host_logits = false;  // only greedy() choices are taken
     return s;
   }
   static Model<float>& with_weights(Model<float>& model, const GenerateBenchModel& m, uint64_t seed) {
@@ -127,7 +128,12 @@ struct Contestant {
   Contestant(const GenerateBenchModel& m, const GenerateBenchOptions& o,
              const ops::Backend<float>& backend)
       : spec(m), model(m.config, backend), decoder(with_weights(model, m, o.seed), shape(o)),
-        next(o.batch), weight_bytes(double(m.config.parameter_count()) * sizeof(float)) {}
+        next(o.batch), nonfinite(o.batch), next_logits(o.batch), banned(m.config.vocab_size, 0),
+        weight_bytes(double(m.config.parameter_count()) * sizeof(float)) {
+    for (const int64_t id :
+         {m.config.eos_token_id, m.config.pad_token_id, m.config.predict_token_id})
+      banned[id] = 1;
+  }
 
   void prefill(const std::vector<int32_t>& prompts, int64_t P) {
     const double t0 = now_seconds();
@@ -142,7 +148,11 @@ struct Contestant {
   void step() {
     const ModelConfig& c = spec.config;
     const double t0 = now_seconds();
-    decoder.greedy(next.data(), {{c.eos_token_id, c.pad_token_id, c.predict_token_id, -1}});
+    decoder.top_k(0, int64_t(next.size()), 1, banned, next.data(), next_logits.data(),
+                  nonfinite.data());
+    for (size_t b = 0; b < next.size(); ++b)
+      if (nonfinite[b] >= 0)
+        fail("{}: the model produced a non-finite logit for id {}", spec.label, nonfinite[b]);
     bytes_read += weight_bytes + double(decoder.cache().used_bytes());
     decoder.step(next.data());
     decode_seconds += now_seconds() - t0;

@@ -97,10 +97,10 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int32_
   };
   for (int64_t produced = 0;; ++produced) {
     int64_t active = 0;
+    sampler_.next_tokens(decoder, 0, B, rngs.data(), next.data(), done.data());
     for (int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
-      const int32_t token = sampler_.sample(decoder.logits() + b * V, rngs[b]);
-      next[b] = token;
+      const int32_t token = next[b];
       Generation& g = out[b];
       g.tokens.push_back(token);
       ++stats_.generated_tokens;

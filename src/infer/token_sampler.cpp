@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/ops.h"
 #include "util/error.h"
 
 namespace sps {
@@ -24,10 +25,13 @@ TokenSampler::TokenSampler(const SamplingOptions& options, const ModelConfig& co
     if (id < 0 || id >= V_) fail("--forbid {}: not an id of the vocabulary [0, {})", id, V_);
     banned_[id] = 1;
   }
-  if (std::find(banned_.begin(), banned_.end(), uint8_t(0)) == banned_.end())
-    fail("every id is forbidden: nothing can be generated");
+  const int64_t allowed = std::count(banned_.begin(), banned_.end(), uint8_t(0));
+  if (allowed == 0) fail("every id is forbidden: nothing can be generated");
+  if (greedy())
+    candidates_needed_ = 1;
+  else if (options.top_k > 0 && options.top_k < allowed && options.top_k <= ops::kMaxTopK)
+    candidates_needed_ = options.top_k;
   candidates_.reserve(V_);
-  weights_.assign(V_, 0.0);
 }
 
 Rng TokenSampler::row_rng(uint64_t seed, int64_t row) {
@@ -36,52 +40,86 @@ Rng TokenSampler::row_rng(uint64_t seed, int64_t row) {
   return Rng(base ^ (0x9E3779B97F4A7C15ull * uint64_t(row + 1)));
 }
 
-int32_t TokenSampler::argmax(const float* logits) const {
-  int32_t best = -1;
-  for (int64_t id = 0; id < V_; ++id)
-    if (!banned_[id] && (best < 0 || logits[id] > logits[best])) best = int32_t(id);
-  return best;
+namespace {
+
+// The most likely first; ties by id, so the order (and top-k = 1 = greedy) is exact.
+template <typename Candidate>
+bool more_likely(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
+
+[[noreturn]] void fail_nonfinite(int64_t id) {
+  fail("the model produced a non-finite logit for id {}: non-finite weights or activations", id);
+}
+
+}  // namespace
 
 int32_t TokenSampler::sample(const float* logits, Rng& rng) {
   // NaN compares false with everything: without this, broken weights emit arbitrary ids.
   for (int64_t id = 0; id < V_; ++id)
-    if (!std::isfinite(logits[id]))
-      fail("the model produced a non-finite logit ({}) for id {}: non-finite weights or "
-           "activations",
-           logits[id], id);
-  if (greedy()) return argmax(logits);
-  // The most likely first; ties by id, so the order (and top-k = 1 = greedy) is exact.
-  const auto more_likely = [logits](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
+    if (!std::isfinite(logits[id])) fail_nonfinite(id);
   candidates_.clear();
   for (int64_t id = 0; id < V_; ++id)
-    if (!banned_[id]) candidates_.push_back(int32_t(id));
+    if (!banned_[id]) candidates_.push_back({int32_t(id), logits[id], 0});
   int64_t n = int64_t(candidates_.size());
-  if (options_.top_k > 0 && options_.top_k < n) {
-    std::nth_element(candidates_.begin(), candidates_.begin() + (options_.top_k - 1),
-                     candidates_.end(), more_likely);
-    n = options_.top_k;
+  const int64_t top_k = greedy() ? 1 : options_.top_k;
+  if (top_k > 0 && top_k < n) {
+    // The order ops::top_k_rows gives a decoder.
+    std::partial_sort(candidates_.begin(), candidates_.begin() + top_k, candidates_.end(),
+                      more_likely<Candidate>);
+    n = top_k;
   }
-  float max_logit = logits[candidates_[0]];
-  for (int64_t k = 1; k < n; ++k) max_logit = std::max(max_logit, logits[candidates_[k]]);
+  return greedy() ? candidates_[0].id : draw(n, rng);
+}
+
+int32_t TokenSampler::sample_candidates(const int32_t* ids, const float* logits,
+                                        int32_t first_nonfinite, Rng& rng) {
+  SPS_ASSERT(candidates_needed_ > 0);
+  if (first_nonfinite >= 0) fail_nonfinite(first_nonfinite);
+  if (greedy()) return ids[0];
+  candidates_.clear();
+  for (int64_t k = 0; k < candidates_needed_; ++k) candidates_.push_back({ids[k], logits[k], 0});
+  return draw(candidates_needed_, rng);
+}
+
+void TokenSampler::next_tokens(Decoder<float>& decoder, int64_t first, int64_t rows, Rng* rngs,
+                               int32_t* tokens, const uint8_t* skip) {
+  const int64_t k = candidates_needed_;
+  if (k == 0) {
+    for (int64_t i = 0; i < rows; ++i)
+      if (!skip || !skip[i]) tokens[i] = sample(decoder.logits() + (first + i) * V_, rngs[i]);
+    return;
+  }
+  top_ids_.resize(size_t(rows * k));
+  top_logits_.resize(size_t(rows * k));
+  top_nonfinite_.resize(size_t(rows));
+  decoder.top_k(first, rows, k, banned_, top_ids_.data(), top_logits_.data(),
+                top_nonfinite_.data());
+  for (int64_t i = 0; i < rows; ++i)
+    if (!skip || !skip[i])
+      tokens[i] = sample_candidates(top_ids_.data() + i * k, top_logits_.data() + i * k,
+                                    top_nonfinite_[i], rngs[i]);
+}
+
+int32_t TokenSampler::draw(int64_t n, Rng& rng) {
+  float max_logit = candidates_[0].logit;
+  for (int64_t k = 1; k < n; ++k) max_logit = std::max(max_logit, candidates_[k].logit);
   const double inv_t = 1.0 / options_.temperature;
   double total = 0;
   for (int64_t k = 0; k < n; ++k) {
-    const int32_t id = candidates_[k];
-    weights_[id] = std::exp((double(logits[id]) - double(max_logit)) * inv_t);
-    total += weights_[id];
+    Candidate& c = candidates_[k];
+    c.weight = std::exp((double(c.logit) - double(max_logit)) * inv_t);
+    total += c.weight;
   }
   if (options_.top_p < 1) {
     // Grow a sorted prefix of the most likely ids until it holds top_p of the mass.
     const double target = options_.top_p * total;
     for (int64_t m = std::min<int64_t>(n, 64);; m = std::min(n, 4 * m)) {
       std::partial_sort(candidates_.begin(), candidates_.begin() + m, candidates_.begin() + n,
-                        more_likely);
+                        more_likely<Candidate>);
       double mass = 0;
       int64_t keep = 0;
-      while (keep < m && mass < target) mass += weights_[candidates_[keep++]];
+      while (keep < m && mass < target) mass += candidates_[keep++].weight;
       if (mass >= target || m == n) {
         n = keep;
         total = mass;
@@ -91,10 +129,10 @@ int32_t TokenSampler::sample(const float* logits, Rng& rng) {
   }
   double u = rng.uniform() * total;
   for (int64_t k = 0; k < n; ++k) {
-    u -= weights_[candidates_[k]];
-    if (u < 0) return candidates_[k];
+    u -= candidates_[k].weight;
+    if (u < 0) return candidates_[k].id;
   }
-  return candidates_[n - 1];  // rounding left u just above 0
+  return candidates_[n - 1].id;  // rounding left u just above 0
 }
 
 }  // namespace sps

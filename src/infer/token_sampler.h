@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/decoder.h"
 #include "util/rng.h"
 
 namespace sps {
@@ -28,6 +29,26 @@ class TokenSampler {
   // The next token from logits [V]. Allocates nothing after the first call.
   int32_t sample(const float* logits, Rng& rng);
 
+  // How many of a row's most likely allowed ids decide its next token: 1 when greedy, top_k
+  // when top-k leaves fewer than all allowed ids (up to ops::kMaxTopK), 0 when every allowed
+  // id takes part and the whole row is needed.
+  int64_t candidates() const { return candidates_needed_; }
+  // The next token from a row's candidates() most likely allowed ids, most likely first,
+  // ties by the lower id, and their logits (ops::top_k_rows over banned()); first_nonfinite
+  // is the lowest id of the row whose logit is not finite, or −1. The same token, drawing the
+  // same numbers, as sample() over the whole row.
+  int32_t sample_candidates(const int32_t* ids, const float* logits, int32_t first_nonfinite,
+                            Rng& rng);
+  // [V]: nonzero for the ids never emitted.
+  const std::vector<uint8_t>& banned() const { return banned_; }
+
+  // tokens[i] = the next token of row first + i of the decoder's last logits (one position
+  // per row), drawn from rngs[i], for the rows whose skip[i] is 0 (skip may be null): from
+  // the candidates() chosen where the logits are (Decoder::top_k) when that many decide it,
+  // else from the whole row. The tokens sample() gives for those rows.
+  void next_tokens(Decoder<float>& decoder, int64_t first, int64_t rows, Rng* rngs, int32_t* tokens,
+                   const uint8_t* skip = nullptr);
+
   bool greedy() const { return options_.temperature == 0; }
   const SamplingOptions& options() const { return options_; }
 
@@ -35,13 +56,21 @@ class TokenSampler {
   static Rng row_rng(uint64_t seed, int64_t row);
 
  private:
-  int32_t argmax(const float* logits) const;
+  struct Candidate {
+    int32_t id;
+    float logit;
+    double weight;  // unnormalised probability
+  };
+  // Draws from candidates_[0..n), in their order; top-p first keeps the fewest most likely.
+  int32_t draw(int64_t n, Rng& rng);
 
   SamplingOptions options_;
   int64_t V_ = 0;
-  std::vector<uint8_t> banned_;      // [V]
-  std::vector<int32_t> candidates_;  // scratch: ids still in play
-  std::vector<double> weights_;      // scratch: [V] unnormalised probabilities by id
+  int64_t candidates_needed_ = 0;
+  std::vector<uint8_t> banned_;                   // [V]
+  std::vector<Candidate> candidates_;             // scratch: ids still in play
+  std::vector<int32_t> top_ids_, top_nonfinite_;  // scratch for next_tokens()
+  std::vector<float> top_logits_;
 };
 
 }  // namespace sps

@@ -62,7 +62,6 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
   nf_.reset(size_t(B * shape.max_chunk_tokens * d_));
   rstdf_.reset(size_t(B * shape.max_chunk_tokens));
   logits_.reset(size_t(B * shape.max_chunk_tokens * V_));
-  if (!backend_.host_accessible()) host_logits_.assign(logits_.size(), T(0));
   ring_next_.assign(B, 0);
   next_position_.assign(B, 0);
   last_token_.assign(B, -1);
@@ -122,25 +121,46 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P,
                                W + model_.params().output_norm(), 1, d_, c.norm_eps);
     }
   }
-  backend_.linear_decode_forward(logits_.data(), nf_.data(), W + model_.params().wte(), B, d_,
-                                 V_, false);
-  logit_rows_ = B;
+  backend_.linear_decode_forward(logits_.data(), nf_.data(), W + model_.params().wte(), B, d_, V_,
+                                 false);
   logit_positions_ = 1;
-  publish_logits(0, B);
+  logits_changed(B);
 }
 
 template <typename T>
-void Decoder<T>::publish_logits(int64_t first, int64_t count) {
-  if (!backend_.host_accessible() && shape_.host_logits)
-    logits_.download(host_logits_.data() + first * V_, size_t(count * V_), size_t(first * V_));
+void Decoder<T>::logits_changed(int64_t rows) {
+  logits_held_ = rows;
+  host_rows_ = 0;
 }
 
 template <typename T>
-void Decoder<T>::greedy(int32_t* ids, const ops::ExcludedIds& excluded) {
-  SPS_ASSERT(logit_positions_ == 1 && logit_rows_ >= 1);
-  device_ids_.reserve(size_t(logit_rows_));
-  backend_.argmax_rows(device_ids_.data(), logits_.data(), logit_rows_, V_, excluded);
-  device_ids_.download(ids, size_t(logit_rows_));
+const T* Decoder<T>::logits() const {
+  if (backend_.host_accessible()) return logits_.data();
+  if (host_rows_ < logits_held_) {
+    host_logits_.resize(logits_.size());
+    logits_.download(host_logits_.data(), size_t(logits_held_ * V_));
+    host_rows_ = logits_held_;
+  }
+  return host_logits_.data();
+}
+
+template <typename T>
+void Decoder<T>::top_k(int64_t first, int64_t rows, int64_t k, const std::vector<uint8_t>& banned,
+                       int32_t* ids, T* values, int32_t* first_nonfinite) {
+  SPS_ASSERT(logit_positions_ == 1 && first >= 0 && rows >= 1 && first + rows <= logits_held_);
+  SPS_ASSERT(int64_t(banned.size()) == V_ && k >= 1 && k <= ops::kMaxTopK);
+  if (banned != banned_host_) {
+    banned_.upload(banned.data(), banned.size());
+    banned_host_ = banned;
+  }
+  top_ids_.reserve(size_t(rows * k));
+  top_values_.reserve(size_t(rows * k));
+  top_nonfinite_.reserve(size_t(rows));
+  backend_.top_k_rows(top_ids_.data(), top_values_.data(), top_nonfinite_.data(),
+                      logits_.data() + first * V_, rows, V_, banned_.data(), k);
+  top_ids_.download(ids, size_t(rows * k));
+  top_values_.download(values, size_t(rows * k));
+  top_nonfinite_.download(first_nonfinite, size_t(rows));
 }
 
 template <typename T>
@@ -153,7 +173,7 @@ void Decoder<T>::fork(int64_t row, const Decoder& source, int64_t source_row) {
   last_token_[row] = source.last_token_[source_row];
   backend_.copy(logits_.data() + row * V_, source.logits_.data() + source_row * V_,
                 sizeof(T) * V_);
-  publish_logits(row, 1);
+  logits_changed(std::max(logits_held_, row + 1));
 }
 
 template <typename T>
@@ -164,7 +184,7 @@ void Decoder<T>::move_row(int64_t row, int64_t from) {
   next_position_[row] = next_position_[from];
   last_token_[row] = last_token_[from];
   backend_.copy(logits_.data() + row * V_, logits_.data() + from * V_, sizeof(T) * V_);
-  publish_logits(row, 1);
+  logits_changed(std::max(logits_held_, row + 1));
 }
 
 template <typename T>
@@ -265,11 +285,9 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     next_position_[b] += K;
     last_token_[b] = tokens[b * K + K - 1];
   }
-  backend_.linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B * K, d, V_,
-                                 false);
-  logit_rows_ = B;
+  backend_.linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B * K, d, V_, false);
   logit_positions_ = K;
-  publish_logits(0, B * K);
+  logits_changed(B * K);
 }
 
 template class Decoder<float>;

@@ -48,9 +48,6 @@ struct DecoderShape {
   // Rows per forward in prefill; 0 chooses as many as fit kPrefillSlots slots (at least one),
   // so a long prompt's activations stay one row's while short prompts still go together.
   int64_t prefill_rows = 0;
-  // Whether logits() is kept on the host. A caller that only takes greedy() choices sets it
-  // false, and then nothing but the chosen ids leaves a GPU.
-  bool host_logits = true;
 };
 
 template <typename T>
@@ -91,15 +88,17 @@ class Decoder {
   void extend(const int32_t* tokens, int64_t K, int64_t rows = -1);
 
   // [B, K, V] ([rows, K, V] after an extend of fewer rows): the logits of the last call, K = 1
-  // after prefill, fork and step, on the host.
-  const T* logits() const {
-    SPS_ASSERT(shape_.host_logits || backend_.host_accessible());
-    return backend_.host_accessible() ? logits_.data() : host_logits_.data();
-  }
-  // ids[b] = the next token of row b by greedy choice over the last call's logits, which must
-  // hold one position per row (after prefill, step, or an extend of one token): the id of the
-  // largest logit, the lowest on a tie, never an excluded one. Chosen where the logits are.
-  void greedy(int32_t* ids, const ops::ExcludedIds& excluded);
+  // after prefill, fork and step, on the host (copied from a GPU on the first call after they
+  // change; a caller that only takes top_k() never pays for that).
+  const T* logits() const;
+  // The k (1..ops::kMaxTopK) most likely ids of rows [first, first + rows) of the last call's
+  // logits, which must hold one position per row (after prefill, step, or an extend of one
+  // token), among the ids `banned` ([V]; nonzero: never) lets through: ids and their logits
+  // [rows, k], most likely first and the lower id on a tie, and first_nonfinite [rows]
+  // (ops::top_k_rows), on the host. Chosen where the logits are, so from a GPU only these
+  // cross, not V logits per row. k = 1 is the greedy choice.
+  void top_k(int64_t first, int64_t rows, int64_t k, const std::vector<uint8_t>& banned,
+             int32_t* ids, T* values, int32_t* first_nonfinite);
   const KvCache<T>& cache() const { return cache_; }
   const DecoderShape& shape() const { return shape_; }
   int64_t vocab_size() const { return V_; }
@@ -107,8 +106,8 @@ class Decoder {
   int64_t last_step_attention_pairs() const { return last_step_pairs_; }
 
  private:
-  // Makes logits() show rows [first, first + count) of logits_ (a copy from a GPU).
-  void publish_logits(int64_t first, int64_t count);
+  // logits_ now holds `rows` rows of V logits that logits() shows.
+  void logits_changed(int64_t rows);
 
   Model<T>& model_;
   const ops::Backend<T>& backend_;
@@ -125,9 +124,17 @@ class Decoder {
   ops::DeviceBuffer<T> h_{backend_}, n_{backend_}, rstd_{backend_}, qkv_{backend_},
       att_{backend_}, gate_up_{backend_}, act_{backend_};  // [B·K·Q, ·]
   ops::DeviceBuffer<T> nf_{backend_}, rstdf_{backend_}, logits_{backend_};  // [B·K, ·]
-  std::vector<T> host_logits_;  // logits_ on the host, where the backend's memory is not
-  int64_t logit_rows_ = 0, logit_positions_ = 0;             // what the last call left in logits_
-  ops::DeviceBuffer<int32_t> device_ids_{backend_};          // greedy()'s choices
+  int64_t logit_positions_ = 1;  // per row in logits_: the last extend's K, else 1
+  int64_t logits_held_ = 0;      // rows of V logits in logits_
+  // logits_ on the host, where the backend's memory is not: its first host_rows_ rows are
+  // current.
+  mutable std::vector<T> host_logits_;
+  mutable int64_t host_rows_ = 0;
+  // top_k()'s ids not to take (uploaded when they change) and its results.
+  std::vector<uint8_t> banned_host_;
+  ops::DeviceBuffer<uint8_t> banned_{backend_};
+  ops::DeviceBuffer<int32_t> top_ids_{backend_}, top_nonfinite_{backend_};
+  ops::DeviceBuffer<T> top_values_{backend_};
   std::vector<int64_t> ring_next_;                           // [B] ring row of the next push
   // The decode attention's per-row counts in the backend's memory: persistent and ring rows
   // cached, the ring row after the newest.

@@ -191,8 +191,8 @@ class Backend : public Memory {
 
   virtual void cross_entropy_forward(T* nll, T* lse, const T* logits, const int32_t* targets,
                                      int64_t rows, int64_t V) const = 0;
-  virtual void argmax_rows(int32_t* ids, const T* x, int64_t rows, int64_t n,
-                           const ExcludedIds& excluded) const = 0;
+  virtual void top_k_rows(int32_t* ids, T* values, int32_t* first_nonfinite, const T* x,
+                          int64_t rows, int64_t n, const uint8_t* banned, int64_t k) const = 0;
   virtual void cross_entropy_backward(T* dlogits, const T* logits, const T* lse,
                                       const int32_t* targets, const T* dnll, int64_t rows,
                                       int64_t V) const = 0;

@@ -82,16 +82,19 @@ template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
                             const T* dnll, int64_t rows, int64_t V);
 
-// ---- greedy choice -------------------------------------------------------------------
-// Up to four ids a greedy choice never takes (−1: unused), passed by value to any device.
-struct ExcludedIds {
-  int32_t ids[4] = {-1, -1, -1, -1};
-};
+// ---- choosing tokens ------------------------------------------------------------------
+// The most candidates top_k_rows takes per row (every backend).
+inline constexpr int64_t kMaxTopK = 1024;
 
-// ids[r] = the id of the largest of x[r, 0..n) other than the excluded ones, the lowest such
-// id on a tie (rows free of NaN), or −1 when every id is excluded. x: [rows, n].
+// For each row r of x [rows, n], the k (1..kMaxTopK) largest values among the ids that
+// `banned` ([n]; nonzero: never taken) lets through, the largest first and the lower id first
+// on a tie (−0 equals +0): ids [rows, k] and their values [rows, k], id −1 and value 0 past
+// the row's allowed ids. first_nonfinite[r] = the lowest id of the row (banned or not) whose
+// value is not finite, −1 when none; such a row gets ids −1 throughout, as no order would
+// mean anything. Greedy choice is k = 1.
 template <typename T>
-void argmax_rows(int32_t* ids, const T* x, int64_t rows, int64_t n, const ExcludedIds& excluded);
+void top_k_rows(int32_t* ids, T* values, int32_t* first_nonfinite, const T* x, int64_t rows,
+                int64_t n, const uint8_t* banned, int64_t k);
 
 // ---- family-masked attention ---------------------------------------------------------
 // Slots of one sequence are stream-major: streams = 1 (standard) or 2 (interleaved: all

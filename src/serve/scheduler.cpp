@@ -286,12 +286,13 @@ void Scheduler::sample_rows() {
       row.done = true;
       continue;
     }
-    const float* logits = decoder_->logits() + int64_t(r) * V;
-    const int32_t token = job.sampler->sample(logits, row.rng);
+    int32_t token = 0;
+    job.sampler->next_tokens(*decoder_, int64_t(r), 1, &row.rng, &token);
     ChoiceUpdate u;
     u.choice = row.choice;
-    u.tokens.push_back(job.logprobs >= 0 ? token_logprob(logits, token, job.logprobs)
-                                         : TokenLogprob{token, 0, {}});
+    u.tokens.push_back(job.logprobs >= 0
+                           ? token_logprob(decoder_->logits() + int64_t(r) * V, token, job.logprobs)
+                           : TokenLogprob{token, 0, {}});
     ++row.generated;
     ++metrics_.generated_tokens;
     if (row.generated == 1)

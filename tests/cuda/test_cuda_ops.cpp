@@ -3,6 +3,7 @@
 // GPU is usable.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "cuda/cuda_fixtures.h"
@@ -126,20 +127,33 @@ TEST(CudaOps, CrossEntropyMatchesTheCpuBackendInPlace) {
   EXPECT_LT(max_relative_error(d_logits.read(), logits), 1e-5);
 }
 
-// Greedy choice over a vocabulary of logits with repeated values: the CPU's ids exactly.
-TEST(CudaOps, ArgmaxMatchesTheCpuBackendTiesIncluded) {
+// The k most likely ids of a vocabulary of logits with repeated values (ties), some ids
+// banned, k = 1 (greedy) to the most the kernel takes, and a row with a NaN: the CPU's ids,
+// values and non-finite ids exactly.
+TEST(CudaOps, TopKMatchesTheCpuBackendTiesIncluded) {
   SPS_REQUIRE_GPU();
   const int64_t rows = 16, V = 50304;
   auto logits = random_floats(rows * V, 5);
   for (float& x : logits) x = float(int(x * 4.0f)) / 4.0f;  // few distinct values: ties
-  ops::ExcludedIds excluded;
-  excluded.ids[0] = 50256;
-  std::vector<int32_t> ids(rows);
-  ops::argmax_rows(ids.data(), logits.data(), rows, V, excluded);
+  logits[3 * V + 777] = std::nanf("");
+  std::vector<uint8_t> banned(V, 0);
+  banned[50256] = banned[3] = 1;
   DeviceFloats d_logits(logits);
-  DeviceInts d_ids(std::vector<int32_t>(rows, -7));
-  ops::cuda::argmax_rows(d_ids.data, d_logits.data, rows, V, excluded);
-  EXPECT_EQ(d_ids.read(), ids);
+  DeviceArray<uint8_t> d_banned(banned);
+  for (const int64_t k : {int64_t(1), int64_t(2), int64_t(40), ops::kMaxTopK}) {
+    SCOPED_TRACE(k);
+    std::vector<int32_t> ids(rows * k), nonfinite(rows);
+    std::vector<float> values(rows * k);
+    ops::top_k_rows(ids.data(), values.data(), nonfinite.data(), logits.data(), rows, V,
+                    banned.data(), k);
+    DeviceInts d_ids(std::vector<int32_t>(rows * k, -7)), d_nonfinite(rows);
+    DeviceFloats d_values(rows * k);
+    ops::cuda::top_k_rows(d_ids.data, d_values.data, d_nonfinite.data, d_logits.data, rows, V,
+                          d_banned.data, k);
+    EXPECT_EQ(d_ids.read(), ids);
+    EXPECT_EQ(d_values.read(), values);
+    EXPECT_EQ(d_nonfinite.read(), nonfinite);
+  }
 }
 
 TEST(CudaOps, AdamWAndSumOfSquaresMatchTheCpuBackend) {

@@ -25,6 +25,7 @@ class CheckingBackend final : public ops::Backend<float> {
   mutable int64_t calls = 0;
   mutable double decode_linear_flops = 0;  // 2·rows·in·out of every decode or packed linear
   mutable int64_t decode_pairs = 0;        // what attention_decode returned, summed
+  mutable int64_t largest_download = 0;    // bytes
 
   ops::Device device() const override { return {}; }
   void use_on_this_thread() const override {
@@ -60,6 +61,7 @@ class CheckingBackend final : public ops::Backend<float> {
   }
   void download(void* host, const void* from, size_t bytes) const override {
     check("download", {from});
+    largest_download = std::max(largest_download, int64_t(bytes));
     cpu().download(host, from, bytes);
   }
   void fill(float* x, int64_t n, float value) const override {
@@ -142,10 +144,10 @@ class CheckingBackend final : public ops::Backend<float> {
     check("cross_entropy_forward", {nll, lse, logits, targets});
     cpu().cross_entropy_forward(nll, lse, logits, targets, rows, V);
   }
-  void argmax_rows(int32_t* ids, const float* x, int64_t rows, int64_t n,
-                   const ops::ExcludedIds& excluded) const override {
-    check("argmax_rows", {ids, x});
-    cpu().argmax_rows(ids, x, rows, n, excluded);
+  void top_k_rows(int32_t* ids, float* values, int32_t* first_nonfinite, const float* x,
+                  int64_t rows, int64_t n, const uint8_t* banned, int64_t k) const override {
+    check("top_k_rows", {ids, values, first_nonfinite, x, banned});
+    cpu().top_k_rows(ids, values, first_nonfinite, x, rows, n, banned, k);
   }
   void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                               const int32_t* targets, const float* dnll, int64_t rows,

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "infer/generator.h"
+#include "infer/token_sampler.h"
 #include "model/backend_lockstep.h"
 #include "model/checking_backend.h"
 #include "model/flops.h"
@@ -92,9 +94,12 @@ DecoderShape three_rows() {
   return shape;
 }
 
-// Greedy choices made where the logits are, with no logits kept on the host, are those of
-// the host logits of a CPU decoder on the same weights, step after step.
-TEST(BackendBoundary, GreedyChoicesWithoutHostLogitsMatchTheCpu) {
+// Generation on the checking backend, greedy and sampled (top-k, and top-k with top-p),
+// takes each row's candidates where the logits are (Decoder::top_k): no row of logits comes
+// to the host, and every token is the one the sampler draws from the whole row of a CPU
+// decoder's logits on the same weights, step after step.
+TEST(BackendBoundary, TokensChosenWhereTheLogitsAreMatchSamplingTheCpuLogits) {
+  const int64_t B = 3, P = 6, N = 5;
   for (const std::string& family : testing::kFamilies) {
     SCOPED_TRACE(family);
     const ModelConfig c = testing::micro_config(family, 2);
@@ -102,30 +107,41 @@ TEST(BackendBoundary, GreedyChoicesWithoutHostLogitsMatchTheCpu) {
     Model<float> on_device(c, checking), on_cpu(c);
     on_device.init_weights(3);
     on_cpu.init_weights(3);
-    DecoderShape shape = three_rows();
-    Decoder<float> reference(on_cpu, shape);
-    shape.host_logits = false;
-    Decoder<float> decoder(on_device, shape);
-    const std::vector<int32_t> prompts = testing::random_tokens(3, 6, c, 5, {});
-    reference.prefill(prompts.data(), 6);
-    decoder.prefill(prompts.data(), 6);
-    ops::ExcludedIds excluded;
-    excluded.ids[0] = c.eos_token_id;
-    excluded.ids[1] = c.predict_token_id;
-    for (int step = 0; step < 4; ++step) {
-      std::vector<int32_t> expected(3), chosen(3, -7);
-      for (int64_t b = 0; b < 3; ++b) {
-        const float* row = reference.logits() + b * c.vocab_size;
-        int32_t best = -1;
-        for (int32_t id = 0; id < int32_t(c.vocab_size); ++id)
-          if (id != c.eos_token_id && id != c.predict_token_id && (best < 0 || row[id] > row[best]))
-            best = id;
-        expected[b] = best;
+    const std::vector<int32_t> prompts = testing::random_tokens(B, P, c, 5, {});
+    std::vector<std::vector<int32_t>> prompt_rows;
+    for (int64_t b = 0; b < B; ++b)
+      prompt_rows.emplace_back(prompts.begin() + b * P, prompts.begin() + (b + 1) * P);
+    std::vector<SamplingOptions> samplings(3);
+    samplings[1].temperature = 0.9, samplings[1].top_k = 5, samplings[1].seed = 7;
+    samplings[2].temperature = 1.3, samplings[2].top_k = 8, samplings[2].top_p = 0.8;
+    samplings[2].seed = 8;
+    for (const SamplingOptions& sampling : samplings) {
+      SCOPED_TRACE(sampling.top_k);
+      DecoderShape shape = three_rows();
+      shape.max_new_tokens = N;
+      Decoder<float> reference(on_cpu, shape);
+      TokenSampler sampler(sampling, c);
+      std::vector<Rng> rngs;
+      for (int64_t b = 0; b < B; ++b) rngs.push_back(TokenSampler::row_rng(sampling.seed, b));
+      std::vector<std::vector<int32_t>> expected(B);
+      reference.prefill(prompts.data(), P);
+      for (int64_t n = 0; n < N; ++n) {
+        std::vector<int32_t> next(B);
+        for (int64_t b = 0; b < B; ++b) {
+          next[b] = sampler.sample(reference.logits() + b * c.vocab_size, rngs[b]);
+          expected[b].push_back(next[b]);
+        }
+        reference.step(next.data());
       }
-      decoder.greedy(chosen.data(), excluded);
-      EXPECT_EQ(chosen, expected) << "step " << step;
-      reference.step(expected.data());
-      decoder.step(chosen.data());
+      GenerationOptions options;
+      options.max_new_tokens = N;
+      options.sampling = sampling;
+      options.stop_at_eos = false;
+      Generator generator(on_device, nullptr, options);
+      checking.largest_download = 0;
+      const std::vector<Generation> got = generator.generate(prompt_rows);
+      for (int64_t b = 0; b < B; ++b) EXPECT_EQ(got[b].tokens, expected[b]) << "row " << b;
+      EXPECT_LT(checking.largest_download, c.vocab_size * int64_t(sizeof(float)));
     }
     EXPECT_EQ(checking.strays, std::vector<std::string>{});
   }

@@ -26,6 +26,7 @@
 #include <numeric>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -203,8 +204,10 @@ inline float __shfl_xor_sync(unsigned /*mask*/, float value, int lane_mask) {
 }
 
 // Integer atomics (one fiber runs at a time).
-inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
-  const unsigned long long old = *address;
+template <typename U>
+inline U atomicAdd(U* address, U value) {
+  static_assert(std::is_same_v<U, unsigned> || std::is_same_v<U, unsigned long long>);
+  const U old = *address;
   *address = old + value;
   return old;
 }

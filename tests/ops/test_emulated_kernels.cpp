@@ -9,17 +9,18 @@
 //   or full in any rotation), one to more splits than rows, unused cache rows NaN;
 // - the bf16 tensor-core forward and backward against the dense reference on the same inputs
 //   rounded to bf16;
-// - the greedy choice (ops/cuda/argmax.cuh) against the CPU backend's, ties included;
+// - the k most likely ids per row (ops/cuda/top_k.cuh) against the CPU backend's, ties,
+//   banned ids and non-finite rows included;
 // - AdamW over many ranges in one launch (ops/cuda/adamw.cuh) against the CPU's update;
 // - the reference attention kernels (ops/cuda/attention_reference.cuh: heads above the
 //   blocked kernels', decode chunks of several tokens) against the dense double reference
 //   and the CPU backend's decode attention.
 #include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
 #include "ops/cuda/adamw.cuh"
-#include "ops/cuda/argmax.cuh"
 #include "ops/cuda/attention_reference.cuh"
 #include "ops/cuda/attention_tiled.cuh"
 #include "ops/cuda/decode_attention.cuh"
+#include "ops/cuda/top_k.cuh"
 
 #include <gtest/gtest.h>
 
@@ -330,26 +331,60 @@ TEST(DecodeAttentionSplitKernels, MatchTheCpuBackendForEveryCache) {
       check_split_decode(c, splits);
 }
 
-// Rows of few distinct values (so ties are common), lengths below, at and above a block's
-// threads, some ids excluded: the GPU kernel picks what the CPU picks.
-TEST(ArgmaxKernel, MatchesTheCpuBackendTiesIncluded) {
-  std::mt19937_64 rng(21);
-  std::uniform_int_distribution<int> level(0, 5);
-  namespace argmax = ops::cuda::argmax;
-  for (const int64_t n : {1, 7, 255, 256, 257, 1000}) {
-    const int64_t rows = 5;
-    std::vector<float> x(rows * n);
-    for (float& v : x) v = float(level(rng)) * 0.5f - 1.0f;
-    ops::ExcludedIds excluded;
-    excluded.ids[0] = 0;
-    excluded.ids[1] = int32_t(n / 2);
-    std::vector<int32_t> cpu(rows), gpu(rows, -7);
-    ops::argmax_rows(cpu.data(), x.data(), rows, n, excluded);
-    cuda_emulator::launch(dim3{unsigned(rows), 1, 1}, dim3{unsigned(argmax::kBlockThreads), 1, 1},
-                          argmax::kSharedBytes, argmax::argmax_kernel<argmax::kBlockThreads>,
-                          gpu.data(), static_cast<const float*>(x.data()), n, excluded);
-    EXPECT_EQ(gpu, cpu) << "n " << n;
+// Rows that stress the order: few distinct values (ties), −0 beside +0, the most negative
+// floats (keys whose top byte is 0), lengths below, at and above a block's threads; ids
+// banned; a row with NaN, one with infinity. The GPU kernels choose what the CPU chooses.
+template <int kThreads, int kMaxK>
+void check_top_k(int64_t n, const std::vector<int64_t>& ks, uint64_t seed) {
+  namespace top_k = ops::cuda::top_k;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> level(0, 9);
+  const int64_t rows = 5;
+  std::vector<float> x(rows * n);
+  for (float& v : x) {
+    const int l = level(rng);
+    v = l == 0 ? -0.0f : l == 1 ? -3e38f : l == 2 ? -2.5e38f : float(l - 5) * 0.5f;
   }
+  if (n > 3) {
+    x[1 * n + n / 2] = std::nanf("");
+    x[2 * n + n - 1] = -std::numeric_limits<float>::infinity();
+  }
+  std::vector<uint8_t> banned(n, 0);
+  for (int64_t id = 0; id < n; id += 5) banned[id] = 1;
+  for (const int64_t k : ks) {
+    SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k);
+    std::vector<int32_t> cpu_ids(rows * k), cpu_nonfinite(rows);
+    std::vector<float> cpu_values(rows * k);
+    ops::top_k_rows(cpu_ids.data(), cpu_values.data(), cpu_nonfinite.data(), x.data(), rows, n,
+                    banned.data(), k);
+    std::vector<int32_t> ids(rows * k, -7), nonfinite(rows, -7);
+    std::vector<float> values(rows * k, -7);
+    if (k == 1)
+      cuda_emulator::launch(dim3{unsigned(rows), 1, 1}, dim3{unsigned(kThreads), 1, 1},
+                            top_k::greedy_shared_bytes<kThreads>(), top_k::greedy_kernel<kThreads>,
+                            ids.data(), values.data(), nonfinite.data(),
+                            static_cast<const float*>(x.data()), n,
+                            static_cast<const uint8_t*>(banned.data()));
+    else
+      cuda_emulator::launch(dim3{unsigned(rows), 1, 1}, dim3{unsigned(kThreads), 1, 1},
+                            top_k::shared_bytes<kThreads, kMaxK>(),
+                            top_k::top_k_kernel<kThreads, kMaxK>, ids.data(), values.data(),
+                            nonfinite.data(), static_cast<const float*>(x.data()), n,
+                            static_cast<const uint8_t*>(banned.data()), int(k));
+    EXPECT_EQ(ids, cpu_ids);
+    EXPECT_EQ(values, cpu_values);
+    EXPECT_EQ(nonfinite, cpu_nonfinite);
+  }
+}
+
+TEST(TopKKernel, MatchesTheCpuBackendTiesIncluded) {
+  for (const int64_t n : {1, 7, 63, 64, 65, 1000})
+    check_top_k<64, 128>(n, {1, 2, 3, 40, 128}, uint64_t(n));
+}
+
+TEST(TopKKernel, MatchesTheCpuBackendAsBuiltForTheGpu) {
+  constexpr int kThreads = ops::cuda::top_k::kBlockThreads, kMaxK = int(ops::kMaxTopK);
+  check_top_k<kThreads, kMaxK>(3000, {1, 50, 1024}, 9);
 }
 
 // Ranges of every size, with and without decay, some empty, with untouched gaps between

@@ -96,9 +96,9 @@ class CpuBackend final : public Backend<T> {
                              int64_t rows, int64_t V) const override {
     ops::cross_entropy_forward(nll, lse, logits, targets, rows, V);
   }
-  void argmax_rows(int32_t* ids, const T* x, int64_t rows, int64_t n,
-                   const ExcludedIds& excluded) const override {
-    ops::argmax_rows(ids, x, rows, n, excluded);
+  void top_k_rows(int32_t* ids, T* values, int32_t* first_nonfinite, const T* x, int64_t rows,
+                  int64_t n, const uint8_t* banned, int64_t k) const override {
+    ops::top_k_rows(ids, values, first_nonfinite, x, rows, n, banned, k);
   }
   void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
                               const T* dnll, int64_t rows, int64_t V) const override {

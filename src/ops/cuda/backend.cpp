@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ops/cuda/attention_tiled.h"
+#include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/linear.h"
 #include "ops/cuda/memory.h"
@@ -102,9 +103,9 @@ class CudaBackend final : public Backend<float> {
                              int64_t rows, int64_t V) const override {
     cuda::cross_entropy_forward(nll, lse, logits, targets, rows, V);
   }
-  void argmax_rows(int32_t* ids, const float* x, int64_t rows, int64_t n,
-                   const ExcludedIds& excluded) const override {
-    cuda::argmax_rows(ids, x, rows, n, excluded);
+  void top_k_rows(int32_t* ids, float* values, int32_t* first_nonfinite, const float* x,
+                  int64_t rows, int64_t n, const uint8_t* banned, int64_t k) const override {
+    cuda::top_k_rows(ids, values, first_nonfinite, x, rows, n, banned, k);
   }
   void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                               const int32_t* targets, const float* dnll, int64_t rows,
@@ -141,8 +142,12 @@ class CudaBackend final : public Backend<float> {
 const Backend<float>& backend(int index, Precision precision) {
   static std::mutex mutex;
   static std::map<std::pair<int, Precision>, std::unique_ptr<CudaBackend>> backends;
-  use_device(index);
+  static int used = -1;
   const std::lock_guard<std::mutex> lock(mutex);
+  // The cuBLASLt handle, workspaces and scratch buffers are one per process, on one GPU.
+  if (used >= 0 && used != index) fail_second_device(index, used);
+  used = index;
+  use_device(index);
   auto& slot = backends[{index, precision}];
   if (!slot) slot = std::make_unique<CudaBackend>(index, precision);
   return *slot;

@@ -23,6 +23,19 @@ void fail_allocation(size_t bytes, int error) {
        cudaGetErrorString(cudaError_t(error)));
 }
 
+void check_grid_rows(int64_t blocks, const char* what) {
+  if (blocks > 65535)
+    fail("{}: {} sequences × heads in one launch, more than a GPU grid dimension's 65,535 "
+         "blocks; run fewer rows together",
+         what, blocks);
+}
+
+void fail_second_device(int index, int used) {
+  fail("device: cuda:{} asked for, but this process already runs on cuda:{}; a process uses one "
+       "GPU (run one process per GPU under mpirun)",
+       index, used);
+}
+
 void fail_head_dim(int64_t head_dim, int64_t limit) {
   fail("model config: head_dim {} is larger than the CUDA attention kernels support ({})",
        head_dim, limit);

@@ -32,10 +32,10 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* tokens,
 
 void cross_entropy_forward(float* nll, float* lse, const float* logits, const int32_t* targets,
                            int64_t rows, int64_t V);
-// Greedy choice per row (ops.h): one block per row, its threads' candidates combined in a
-// fixed tree order, the lowest id winning ties.
-void argmax_rows(int32_t* ids, const float* x, int64_t rows, int64_t n,
-                 const ExcludedIds& excluded);
+// The k most likely ids per row (ops.h), one block per row (top_k.cuh): k = 1 in one pass,
+// larger k by a radix select of the k-th largest value, then a sort of the k candidates.
+void top_k_rows(int32_t* ids, float* values, int32_t* first_nonfinite, const float* x, int64_t rows,
+                int64_t n, const uint8_t* banned, int64_t k);
 
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                             const int32_t* targets, const float* dnll, int64_t rows, int64_t V);
