@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu-check.sh runs, for a GPU machine that has a driver but not this
 # project's libraries: a portable (-DSPS_CPU=portable) CUDA build of sps and test_cuda, and
-# every shared library they load except the C library's own, in one .tar.zst.
+# every shared library they load except the C library's own, in one .tar.gz (gzip: every
+# machine can unpack it).
 #
-#   scripts/gpu-bundle.sh [OUT.tar.zst]     (default build/gpu-bundle.tar.zst)
+#   scripts/gpu-bundle.sh [OUT.tar.gz]     (default build/gpu-bundle.tar.gz)
 #
-# Then, on the GPU machine: scripts/gpu-check.sh --bundle OUT.tar.zst
-# The binaries find the libraries through their RUNPATH ($ORIGIN/lib).
+# Then, on the GPU machine: scripts/gpu-check.sh --bundle OUT.tar.gz
+# gpu-check.sh runs each binary with the bundle's lib/ on its library path: a RUNPATH would
+# reach only the binaries' own dependencies, not theirs (libmpi's, say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=$(realpath -m "${1:-build/gpu-bundle.tar.zst}")
+out=$(realpath -m "${1:-build/gpu-bundle.tar.gz}")
 build=build/gpu-portable
 cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON -DSPS_CPU=portable \
-  -DCMAKE_BUILD_RPATH='$ORIGIN/lib' >/dev/null
+  >/dev/null
 ninja -C $build sps test_cuda
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -24,5 +26,5 @@ cp $build/sps $build/test_cuda "$stage/"
 ldd $build/sps $build/test_cuda | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/libcublas' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
-tar -C "$stage" -c . | zstd -q -19 -T0 -o "$out" -f
+tar -C "$stage" -c . | gzip -9 >"$out"
 echo "$out: $(du -h "$out" | cut -f1) ($(ls "$stage/lib" | wc -l) libraries)"

@@ -36,6 +36,7 @@ TEST(NcclAllReduce, OneProcessSumsInPlaceOnTheGpu) {
   const std::vector<float> values = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f};
   testing::DeviceArray<float> data(values);
   reduce->sum(data.data, int64_t(values.size()));
+  reduce->wait();
   EXPECT_EQ(data.read(), values);
 }
 

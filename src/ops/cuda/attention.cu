@@ -106,6 +106,7 @@ void split_decode(float* out, const float* qkv, const float* persistent_k,
   constexpr size_t shared =
       sizeof(float) * decode::kGroups * decode::kMaxQueries * (2 + kDecodeMaxD);
   static_assert(shared <= 48 * 1024, "the split kernel's shared memory needs no opt-in");
+  check_grid_rows(l.batch * l.heads, "decode attention");
   decode::split_kernel<kDecodeMaxD>
       <<<dim3(unsigned(splits), unsigned(l.batch * l.heads)), decode::kThreads, shared>>>(
           partials, qkv, persistent_k, persistent_v, ring_k, ring_v, p);

@@ -43,6 +43,7 @@ size_t allow_shared(Kernel kernel, int floats, bool& done, const char* what) {
 }
 
 dim3 grid_of(const tiled::Params& p) {
+  check_grid_rows(p.batch * p.heads, "attention");
   const tiled::Grid g = tiled::tile_grid(p);
   return dim3(g.x, g.y, g.z);
 }

@@ -128,7 +128,8 @@ const GemmPlan& plan_for(const ColumnMajorGemm& g, const Operand& a_in, const Op
                          const float* c) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, int, int,
                          uint32_t, uint32_t, uint32_t>;
-  static std::map<Key, std::unique_ptr<GemmPlan>> plans;
+  // Never destroyed: cuBLASLt, opened at run time, may be gone when static destructors run.
+  static auto& plans = *new std::map<Key, std::unique_ptr<GemmPlan>>;
   const uint32_t align_a = alignment_of(a_in.data), align_b = alignment_of(b_in.data),
                  align_c = alignment_of(c);
   std::unique_ptr<GemmPlan>& known =

@@ -26,7 +26,10 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
 void* device_allocate(size_t bytes) {
   void* pointer = nullptr;
   const cudaError_t error = cudaMalloc(&pointer, bytes);
-  if (error != cudaSuccess) fail_allocation(bytes, error);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();  // the runtime keeps the error until read: a later check would see it
+    fail_allocation(bytes, error);
+  }
   return pointer;
 }
 
