@@ -29,23 +29,11 @@ class TokenSampler {
   // The next token from logits [V]. Allocates nothing after the first call.
   int32_t sample(const float* logits, Rng& rng);
 
-  // How many of a row's most likely allowed ids decide its next token: 1 when greedy, top_k
-  // when top-k leaves fewer than all allowed ids (up to ops::kMaxTopK), 0 when every allowed
-  // id takes part and the whole row is needed.
-  int64_t candidates() const { return candidates_needed_; }
-  // The next token from a row's candidates() most likely allowed ids, most likely first,
-  // ties by the lower id, and their logits (ops::top_k_rows over banned()); first_nonfinite
-  // is the lowest id of the row whose logit is not finite, or −1. The same token, drawing the
-  // same numbers, as sample() over the whole row.
-  int32_t sample_candidates(const int32_t* ids, const float* logits, int32_t first_nonfinite,
-                            Rng& rng);
-  // [V]: nonzero for the ids never emitted.
-  const std::vector<uint8_t>& banned() const { return banned_; }
-
   // tokens[i] = the next token of row first + i of the decoder's last logits (one position
-  // per row), drawn from rngs[i], for the rows whose skip[i] is 0 (skip may be null): from
-  // the candidates() chosen where the logits are (Decoder::top_k) when that many decide it,
-  // else from the whole row. The tokens sample() gives for those rows.
+  // per row), drawn from rngs[i], for the rows whose skip[i] is 0 (skip may be null). When
+  // greedy or top-k decides it from fewer ids than the row allows (up to ops::kMaxTopK),
+  // from those candidates, chosen where the logits are (Decoder::top_k); else from the whole
+  // row. The tokens sample() gives for those rows, drawing the same numbers.
   void next_tokens(Decoder<float>& decoder, int64_t first, int64_t rows, Rng* rngs, int32_t* tokens,
                    const uint8_t* skip = nullptr);
 
@@ -61,13 +49,20 @@ class TokenSampler {
     float logit;
     double weight;  // unnormalised probability
   };
+  // The next token from a row's candidates_needed_ most likely allowed ids, most likely
+  // first and the lower id on a tie, and their logits (ops::top_k_rows over banned_);
+  // first_nonfinite is the lowest id of the row whose logit is not finite, or −1.
+  int32_t sample_candidates(const int32_t* ids, const float* logits, int32_t first_nonfinite,
+                            Rng& rng);
   // Draws from candidates_[0..n), in their order; top-p first keeps the fewest most likely.
   int32_t draw(int64_t n, Rng& rng);
 
   SamplingOptions options_;
   int64_t V_ = 0;
+  // How many of a row's most likely allowed ids decide its next token: 1 when greedy, top_k
+  // when that is fewer than the allowed ids and at most ops::kMaxTopK, else 0 (the whole row).
   int64_t candidates_needed_ = 0;
-  std::vector<uint8_t> banned_;                   // [V]
+  std::vector<uint8_t> banned_;                   // [V] nonzero: never emitted
   std::vector<Candidate> candidates_;             // scratch: ids still in play
   std::vector<int32_t> top_ids_, top_nonfinite_;  // scratch for next_tokens()
   std::vector<float> top_logits_;
