@@ -26,8 +26,9 @@ class TokenSampler {
   // Checks the options against the model (UserError naming the option).
   TokenSampler(const SamplingOptions& options, const ModelConfig& config);
 
-  // The next token from logits [V]. Allocates nothing after the first call.
-  int32_t sample(const float* logits, Rng& rng);
+  // The next token from logits [V]. Allocates nothing after a thread's first call; threads
+  // may call it side by side.
+  int32_t sample(const float* logits, Rng& rng) const;
 
   // tokens[i] = the next token of row first + i of the decoder's last logits (one position
   // per row), drawn from rngs[i], for the rows whose skip[i] is 0 (skip may be null). When
@@ -51,11 +52,14 @@ class TokenSampler {
   };
   // The next token from a row's candidates_needed_ most likely allowed ids, most likely
   // first and the lower id on a tie, and their logits (ops::top_k_rows over banned_);
-  // first_nonfinite is the lowest id of the row whose logit is not finite, or −1.
-  int32_t sample_candidates(const int32_t* ids, const float* logits, int32_t first_nonfinite,
-                            Rng& rng);
-  // Draws from candidates_[0..n), in their order; top-p first keeps the fewest most likely.
-  int32_t draw(int64_t n, Rng& rng);
+  // nonfinite is the lowest id of the row whose logit is not finite, or −1.
+  int32_t sample_candidates(const int32_t* ids, const float* logits, int32_t nonfinite,
+                            Rng& rng) const;
+  int64_t first_nonfinite(const float* logits) const;  // the lowest such id, or −1
+  int32_t sample_finite(const float* logits, Rng& rng) const;
+  // Draws from candidates[0..n), in their order; top-p first keeps the fewest most likely.
+  int32_t draw(std::vector<Candidate>& candidates, int64_t n, Rng& rng) const;
+  static std::vector<Candidate>& scratch();  // the calling thread's
 
   SamplingOptions options_;
   int64_t V_ = 0;
@@ -63,7 +67,6 @@ class TokenSampler {
   // when that is fewer than the allowed ids and at most ops::kMaxTopK, else 0 (the whole row).
   int64_t candidates_needed_ = 0;
   std::vector<uint8_t> banned_;                   // [V] nonzero: never emitted
-  std::vector<Candidate> candidates_;             // scratch: ids still in play
   std::vector<int32_t> top_ids_, top_nonfinite_;  // scratch for next_tokens()
   std::vector<float> top_logits_;
 };

@@ -2,6 +2,7 @@
 // greedy is deterministic, stops (EOS, stop strings, length), empty and over-long prompts,
 // and streamed text equals the final text.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <map>
 #include <string>
@@ -90,6 +91,28 @@ TEST_P(GeneratorFamilies, GreedyIsDeterministicAndNeverEmitsPadOrPredict) {
 
 INSTANTIATE_TEST_SUITE_P(All, GeneratorFamilies, ::testing::ValuesIn(kFamilies),
                          [](const auto& info) { return info.param; });
+
+// Rows that draw from their whole row of logits do so side by side: the tokens do not depend
+// on the number of threads.
+TEST(Generator, WholeRowSamplingGivesTheSameTokensOnAnyThreadCount) {
+  const ModelConfig c = micro_config("sps", 2);
+  Model<float> model(c);
+  randomize_weights(model, 5);
+  GenerationOptions o;
+  o.max_new_tokens = 8;
+  o.stop_at_eos = false;
+  o.sampling.temperature = 1.2;
+  o.sampling.top_p = 0.9;
+  o.sampling.seed = 4;
+  Generator generator(model, nullptr, o);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto alone = generator.generate(some_prompts(c));
+  omp_set_num_threads(3);
+  const auto together = generator.generate(some_prompts(c));
+  omp_set_num_threads(threads);
+  for (size_t r = 0; r < alone.size(); ++r) EXPECT_EQ(together[r].tokens, alone[r].tokens) << r;
+}
 
 TEST(Generator, StopsAtEosAndAtMaxNewTokens) {
   const ModelConfig c = micro_config("sps", 2);
