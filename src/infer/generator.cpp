@@ -84,6 +84,9 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int32_
     streams.emplace_back(options_.stop_strings);
     rngs.push_back(TokenSampler::row_rng(options_.sampling.seed, b));
   }
+  const std::vector<const TokenSampler*> samplers(B, &sampler_);  // one for every row
+  std::vector<Rng*> row_rngs;
+  for (Rng& rng : rngs) row_rngs.push_back(&rng);
   std::vector<uint8_t> done(B, 0);
   std::vector<int32_t> next(B, 0);
 
@@ -97,7 +100,8 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int32_
   };
   for (int64_t produced = 0;; ++produced) {
     int64_t active = 0;
-    sampler_.next_tokens(decoder, 0, B, rngs.data(), next.data(), done.data());
+    TokenSampler::next_tokens(decoder, B, samplers.data(), row_rngs.data(), next.data(),
+                              done.data());
     for (int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
       const int32_t token = next[b];

@@ -88,9 +88,8 @@ std::vector<TokenSampler::Candidate>& TokenSampler::scratch() {
 }
 
 int32_t TokenSampler::sample_candidates(const int32_t* ids, const float* logits,
-                                        int32_t nonfinite, Rng& rng) const {
+                                        Rng& rng) const {
   SPS_ASSERT(candidates_needed_ > 0);
-  if (nonfinite >= 0) fail_nonfinite(nonfinite);
   if (greedy()) return ids[0];
   std::vector<Candidate>& candidates = scratch();
   candidates.clear();
@@ -98,34 +97,47 @@ int32_t TokenSampler::sample_candidates(const int32_t* ids, const float* logits,
   return draw(candidates, candidates_needed_, rng);
 }
 
-void TokenSampler::next_tokens(Decoder<float>& decoder, int64_t first, int64_t rows, Rng* rngs,
+void TokenSampler::next_tokens(Decoder<float>& decoder, int64_t rows,
+                               const TokenSampler* const* samplers, Rng* const* rngs,
                                int32_t* tokens, const uint8_t* skip) {
-  const int64_t k = candidates_needed_;
-  if (k == 0) {
-    // Rows draw side by side (an exp per allowed id each); each from its own stream, so the
-    // tokens do not depend on the threads.
-    const float* logits = decoder.logits();
-    top_nonfinite_.assign(size_t(rows), -1);
+  const auto live = [skip](int64_t i) { return !skip || !skip[i]; };
+  std::vector<int32_t> nonfinite(size_t(rows), -1), ids;
+  std::vector<float> logits;
+  std::vector<uint8_t> whole_row(size_t(rows), 0);
+  // Runs of rows sharing a sampler that needs only candidates: one Decoder::top_k each.
+  for (int64_t i = 0; i < rows;) {
+    const TokenSampler& sampler = *samplers[i];
+    const int64_t k = sampler.candidates_needed_;
+    int64_t end = i + 1;
+    while (end < rows && samplers[end] == samplers[i]) ++end;
+    if (k == 0) {
+      std::fill(whole_row.begin() + i, whole_row.begin() + end, uint8_t(1));
+    } else {
+      ids.resize(size_t((end - i) * k));
+      logits.resize(ids.size());
+      decoder.top_k(i, end - i, k, sampler.banned_, ids.data(), logits.data(), &nonfinite[i]);
+      for (int64_t j = i; j < end; ++j)
+        if (live(j) && nonfinite[j] < 0)
+          tokens[j] = sampler.sample_candidates(ids.data() + (j - i) * k,
+                                                logits.data() + (j - i) * k, *rngs[j]);
+    }
+    i = end;
+  }
+  // The others draw from their whole rows (an exp per allowed id each), side by side; each
+  // from its own stream, so the tokens do not depend on the threads.
+  if (std::find(whole_row.begin(), whole_row.end(), 1) != whole_row.end()) {
+    const float* all = decoder.logits();
+    const int64_t V = decoder.vocab_size();
 #pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
     for (int64_t i = 0; i < rows; ++i) {
-      if (skip && skip[i]) continue;
-      const float* row = logits + (first + i) * V_;
-      top_nonfinite_[i] = int32_t(first_nonfinite(row));
-      if (top_nonfinite_[i] < 0) tokens[i] = sample_finite(row, rngs[i]);
+      if (!whole_row[i] || !live(i)) continue;
+      const float* row = all + i * V;
+      nonfinite[i] = int32_t(samplers[i]->first_nonfinite(row));
+      if (nonfinite[i] < 0) tokens[i] = samplers[i]->sample_finite(row, *rngs[i]);
     }
-    for (const int32_t id : top_nonfinite_)
-      if (id >= 0) fail_nonfinite(id);
-    return;
   }
-  top_ids_.resize(size_t(rows * k));
-  top_logits_.resize(size_t(rows * k));
-  top_nonfinite_.resize(size_t(rows));
-  decoder.top_k(first, rows, k, banned_, top_ids_.data(), top_logits_.data(),
-                top_nonfinite_.data());
   for (int64_t i = 0; i < rows; ++i)
-    if (!skip || !skip[i])
-      tokens[i] = sample_candidates(top_ids_.data() + i * k, top_logits_.data() + i * k,
-                                    top_nonfinite_[i], rngs[i]);
+    if (live(i) && nonfinite[i] >= 0) fail_nonfinite(nonfinite[i]);
 }
 
 int32_t TokenSampler::draw(std::vector<Candidate>& candidates, int64_t n, Rng& rng) const {

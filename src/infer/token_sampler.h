@@ -30,13 +30,16 @@ class TokenSampler {
   // may call it side by side.
   int32_t sample(const float* logits, Rng& rng) const;
 
-  // tokens[i] = the next token of row first + i of the decoder's last logits (one position
-  // per row), drawn from rngs[i], for the rows whose skip[i] is 0 (skip may be null). When
-  // greedy or top-k decides it from fewer ids than the row allows (up to ops::kMaxTopK),
-  // from those candidates, chosen where the logits are (Decoder::top_k); else from the whole
-  // row. The tokens sample() gives for those rows, drawing the same numbers.
-  void next_tokens(Decoder<float>& decoder, int64_t first, int64_t rows, Rng* rngs, int32_t* tokens,
-                   const uint8_t* skip = nullptr);
+  // tokens[i] = the next token of the decoder's row i (i < rows; its last logits, one
+  // position per row), drawn by *samplers[i] from *rngs[i], for the rows whose skip[i] is 0
+  // (skip may be null). A row whose sampler decides from fewer ids than the row allows
+  // (greedy, or top-k up to ops::kMaxTopK) takes those candidates, chosen where the logits are
+  // (Decoder::top_k, once per run of rows sharing a sampler); the others draw from their whole
+  // rows, side by side. The tokens sample() gives for those rows, drawing the same numbers;
+  // a UserError when a row holds a non-finite logit.
+  static void next_tokens(Decoder<float>& decoder, int64_t rows,
+                          const TokenSampler* const* samplers, Rng* const* rngs,
+                          int32_t* tokens, const uint8_t* skip = nullptr);
 
   bool greedy() const { return options_.temperature == 0; }
   const SamplingOptions& options() const { return options_; }
@@ -51,10 +54,8 @@ class TokenSampler {
     double weight;  // unnormalised probability
   };
   // The next token from a row's candidates_needed_ most likely allowed ids, most likely
-  // first and the lower id on a tie, and their logits (ops::top_k_rows over banned_);
-  // nonfinite is the lowest id of the row whose logit is not finite, or −1.
-  int32_t sample_candidates(const int32_t* ids, const float* logits, int32_t nonfinite,
-                            Rng& rng) const;
+  // first and the lower id on a tie, and their logits (ops::top_k_rows over banned_).
+  int32_t sample_candidates(const int32_t* ids, const float* logits, Rng& rng) const;
   int64_t first_nonfinite(const float* logits) const;  // the lowest such id, or −1
   int32_t sample_finite(const float* logits, Rng& rng) const;
   // Draws from candidates[0..n), in their order; top-p first keeps the fewest most likely.
@@ -67,8 +68,6 @@ class TokenSampler {
   // when that is fewer than the allowed ids and at most ops::kMaxTopK, else 0 (the whole row).
   int64_t candidates_needed_ = 0;
   std::vector<uint8_t> banned_;                   // [V] nonzero: never emitted
-  std::vector<int32_t> top_ids_, top_nonfinite_;  // scratch for next_tokens()
-  std::vector<float> top_logits_;
 };
 
 }  // namespace sps

@@ -277,21 +277,31 @@ TokenLogprob Scheduler::token_logprob(const float* logits, int32_t id, int64_t t
 // Every live row samples its next token from its logits row, exactly as the generator does.
 void Scheduler::sample_rows() {
   const ModelConfig& c = model_.config();
-  const int64_t V = c.vocab_size;
+  const int64_t V = c.vocab_size, n = int64_t(rows_.size());
   const double now = now_seconds();
-  for (size_t r = 0; r < rows_.size(); ++r) {
+  std::vector<const TokenSampler*> samplers(n);
+  std::vector<Rng*> rngs(n);
+  std::vector<uint8_t> cancelled(n);
+  std::vector<int32_t> tokens(n);
+  for (int64_t r = 0; r < n; ++r) {
+    samplers[r] = rows_[r].job->sampler.get();
+    rngs[r] = &rows_[r].rng;
+    cancelled[r] = rows_[r].job->cancelled();
+  }
+  TokenSampler::next_tokens(*decoder_, n, samplers.data(), rngs.data(), tokens.data(),
+                            cancelled.data());
+  for (int64_t r = 0; r < n; ++r) {
     Row& row = rows_[r];
     Job& job = *row.job;
-    if (job.cancelled()) {
+    if (cancelled[r]) {
       row.done = true;
       continue;
     }
-    int32_t token = 0;
-    job.sampler->next_tokens(*decoder_, int64_t(r), 1, &row.rng, &token);
+    const int32_t token = tokens[r];
     ChoiceUpdate u;
     u.choice = row.choice;
     u.tokens.push_back(job.logprobs >= 0
-                           ? token_logprob(decoder_->logits() + int64_t(r) * V, token, job.logprobs)
+                           ? token_logprob(decoder_->logits() + r * V, token, job.logprobs)
                            : TokenLogprob{token, 0, {}});
     ++row.generated;
     ++metrics_.generated_tokens;

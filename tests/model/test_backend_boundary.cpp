@@ -143,8 +143,9 @@ TEST(BackendBoundary, TokensChosenWhereTheLogitsAreMatchSamplingTheCpuLogits) {
       checking.largest_download = 0;
       const std::vector<Generation> got = generator.generate(prompt_rows);
       for (int64_t b = 0; b < B; ++b) EXPECT_EQ(got[b].tokens, expected[b]) << "row " << b;
-      if (sampling.top_k > 0 || sampling.temperature == 0)
+      if (sampling.top_k > 0 || sampling.temperature == 0) {
         EXPECT_LT(checking.largest_download, c.vocab_size * int64_t(sizeof(float)));
+      }
     }
     EXPECT_EQ(checking.strays, std::vector<std::string>{});
   }

@@ -1,15 +1,20 @@
 // The GPU kernels of a block's other ops and of the LM head's loss, run on the CPU by the
 // CUDA emulator against the CPU backend's ops: RMSNorm forward and backward
 // (ops/cuda/rmsnorm.cuh), the embedding, RoPE and SwiGLU (ops/cuda/pointwise.cuh), and the
-// cross-entropy (ops/cuda/cross_entropy.cuh), in place where the op is. Shapes that are not
+// cross-entropy (ops/cuda/cross_entropy.cuh), in place where the op is; the memory ops' fill
+// and add and the bf16 operand copies (ops/cuda/elementwise.cuh). Shapes that are not
 // multiples of a block, and grids smaller than the work, so that every stride loop turns.
 #include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
 #include "ops/cuda/cross_entropy.cuh"
+#include "ops/cuda/elementwise.cuh"
 #include "ops/cuda/pointwise.cuh"
 #include "ops/cuda/rmsnorm.cuh"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -144,6 +149,65 @@ TEST(EmulatedLayerKernels, CrossEntropyForwardAndBackwardInPlaceMatchTheCpu) {
          static_cast<const float*>(gpu_dlogits.data()), static_cast<const float*>(lse.data()),
          targets.data(), dnll.data(), rows, V);
   EXPECT_LT(max_relative_error(gpu_dlogits, dlogits), 1e-5);
+}
+
+}  // namespace
+}  // namespace sps
+
+namespace sps {
+namespace {
+
+// x rounded to the nearest bf16 by comparing the two bf16 values around it in double (ties
+// to the even one): written apart from the kernel's bit arithmetic. Not for NaN or for
+// values within half a step of the largest float.
+uint16_t nearest_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t below = u >> 16, above = below + 1;  // toward zero, and one step away
+  if (std::isinf(x)) return uint16_t(below);
+  const auto value = [](uint32_t bits) {
+    const uint32_t w = bits << 16;
+    float f;
+    std::memcpy(&f, &w, 4);
+    return double(f);
+  };
+  const double d_below = std::fabs(double(x) - value(below)),
+               d_above = std::fabs(value(above) - double(x));
+  if (d_below != d_above) return uint16_t(d_below < d_above ? below : above);
+  return uint16_t(below % 2 == 0 ? below : above);
+}
+
+TEST(EmulatedLayerKernels, FillAddAndBf16CopiesMatchTheHost) {
+  namespace elementwise = ops::cuda::elementwise;
+  const int64_t n = 1000;
+  std::vector<float> y = normal_floats(n, 3), x = normal_floats(n, 4), expected = y;
+  for (int64_t i = 0; i < n; ++i) expected[i] += x[i];
+  launch(blocks(3), blocks(64), 0, elementwise::add_kernel<float>, y.data(),
+         static_cast<const float*>(x.data()), n);
+  EXPECT_EQ(y, expected);
+  launch(blocks(3), blocks(64), 0, elementwise::fill_kernel<float>, y.data(), n, 2.5f);
+  EXPECT_EQ(y, std::vector<float>(n, 2.5f));
+
+  // A strided [rows, cols] matrix: ties (the low half exactly 0x8000, odd and even), values
+  // that round up into the next power of two, ±0, infinities, subnormals and a NaN.
+  const int64_t rows = 7, cols = 45, ld = 50;
+  std::vector<float> m = normal_floats(rows * ld, 5, 100.0f);
+  const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x3f7fffffu, 0x80000000u,
+                               0x7f800000u, 0xff800000u, 0x00000001u, 0x007fffffu};
+  for (size_t k = 0; k < std::size(specials); ++k) std::memcpy(&m[3 * ld + k], &specials[k], 4);
+  m[5 * ld + 2] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<uint16_t> out(rows * cols, 0);
+  launch(blocks(2), blocks(64), 0, elementwise::round_bf16_kernel<uint16_t>, out.data(),
+         static_cast<const float*>(m.data()), rows * cols, cols, ld);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = m[r * ld + c];
+      const uint16_t got = out[r * cols + c];
+      if (std::isnan(v))
+        EXPECT_TRUE((got & 0x7f80) == 0x7f80 && (got & 0x7f) != 0) << r << "," << c;
+      else
+        EXPECT_EQ(got, nearest_bf16(v)) << r << "," << c << ": " << v;
+    }
 }
 
 }  // namespace

@@ -1,27 +1,11 @@
 #include <cuda_runtime.h>
 
 #include "ops/cuda/check.h"
+#include "ops/cuda/elementwise.cuh"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/memory.h"
 
 namespace sps::ops::cuda {
-
-namespace {
-
-// Grid-stride loops: a fixed grid covers any n without overflowing the launch limits.
-__global__ void fill_kernel(float* x, int64_t n, float value) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    x[i] = value;
-}
-
-__global__ void add_kernel(float* y, const float* x, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] += x[i];
-}
-
-}  // namespace
 
 void* device_allocate(size_t bytes) {
   void* pointer = nullptr;
@@ -57,13 +41,13 @@ void use_device(int index) { check(cudaSetDevice(index), "select the GPU"); }
 
 void fill(float* x, int64_t n, float value) {
   if (n <= 0) return;
-  fill_kernel<<<grid_stride_blocks(n), kThreads>>>(x, n, value);
+  elementwise::fill_kernel<float><<<grid_stride_blocks(n), kThreads>>>(x, n, value);
   check(cudaGetLastError(), "fill kernel launch");
 }
 
 void add(float* y, const float* x, int64_t n) {
   if (n <= 0) return;
-  add_kernel<<<grid_stride_blocks(n), kThreads>>>(y, x, n);
+  elementwise::add_kernel<float><<<grid_stride_blocks(n), kThreads>>>(y, x, n);
   check(cudaGetLastError(), "add kernel launch");
 }
 

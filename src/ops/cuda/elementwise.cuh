@@ -1,0 +1,39 @@
+#pragma once
+// Element-wise kernels of the memory ops and the bf16 operand copies (memory.cu, bf16.cu),
+// written in the subset of CUDA that tests/ops/cuda_emulator.h also runs. Grid-stride loops:
+// a fixed grid (launch.h grid_stride_blocks) covers any n without overflowing the launch
+// limits. Templates, as the kernels of the other headers, so that the GPU build and the
+// emulated tests may both define them.
+#include <cstdint>
+
+#include "ops/cuda/portable.cuh"
+
+namespace sps::ops::cuda::elementwise {
+
+template <typename T>
+__global__ void fill_kernel(T* x, int64_t n, T value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = value;
+}
+
+template <typename T>
+__global__ void add_kernel(T* y, const T* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] += x[i];
+}
+
+// out[r·cols + c] = in[r·ld + c] as bf16 bits (nearest, ties to even; NaN stays a quiet NaN).
+template <typename Bits>
+__global__ void round_bf16_kernel(Bits* out, const float* in, int64_t n, int64_t cols,
+                                  int64_t ld) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float x = in[(i / cols) * ld + i % cols];
+    const uint32_t u = float_bits(x);
+    out[i] = Bits((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : bf16_bits(x));
+  }
+}
+
+}  // namespace sps::ops::cuda::elementwise
