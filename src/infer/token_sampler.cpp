@@ -104,12 +104,16 @@ void TokenSampler::next_tokens(Decoder<float>& decoder, int64_t rows,
   std::vector<int32_t> nonfinite(size_t(rows), -1), ids;
   std::vector<float> logits;
   std::vector<uint8_t> whole_row(size_t(rows), 0);
-  // Runs of rows sharing a sampler that needs only candidates: one Decoder::top_k each.
+  // Runs of rows whose samplers take the same candidates (the same count of the same allowed
+  // ids; a server's requests mostly do): one Decoder::top_k each.
+  const auto same_candidates = [](const TokenSampler& a, const TokenSampler& b) {
+    return &a == &b || (a.candidates_needed_ == b.candidates_needed_ && a.banned_ == b.banned_);
+  };
   for (int64_t i = 0; i < rows;) {
     const TokenSampler& sampler = *samplers[i];
     const int64_t k = sampler.candidates_needed_;
     int64_t end = i + 1;
-    while (end < rows && samplers[end] == samplers[i]) ++end;
+    while (end < rows && same_candidates(*samplers[end], sampler)) ++end;
     if (k == 0) {
       std::fill(whole_row.begin() + i, whole_row.begin() + end, uint8_t(1));
     } else {
@@ -118,8 +122,8 @@ void TokenSampler::next_tokens(Decoder<float>& decoder, int64_t rows,
       decoder.top_k(i, end - i, k, sampler.banned_, ids.data(), logits.data(), &nonfinite[i]);
       for (int64_t j = i; j < end; ++j)
         if (live(j) && nonfinite[j] < 0)
-          tokens[j] = sampler.sample_candidates(ids.data() + (j - i) * k,
-                                                logits.data() + (j - i) * k, *rngs[j]);
+          tokens[j] = samplers[j]->sample_candidates(ids.data() + (j - i) * k,
+                                                     logits.data() + (j - i) * k, *rngs[j]);
     }
     i = end;
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "infer/token_sampler.h"
+#include "model/decoder.h"
 #include "model/model_fixtures.h"
 #include "util/error.h"
 
@@ -146,6 +147,42 @@ TEST(Sampler, BadOptionsAreUserErrors) {
   o = {};
   for (int32_t id = 0; id < c.vocab_size; ++id) o.forbidden.push_back(id);
   EXPECT_THROW(TokenSampler(o, c), UserError);
+}
+
+// Rows of one batch with samplers of their own (a server's requests): greedy, two top-k
+// samplers that take the same candidates at different temperatures (one Decoder::top_k for
+// both, each drawing at its own), sampling whole rows, and a row skipped. Each token is what
+// that row's sampler draws from the whole row of logits, and the skipped row is left alone.
+TEST(Sampler, NextTokensOfRowsWithSamplersOfTheirOwn) {
+  const ModelConfig c = micro_config("sps", 2);
+  Model<float> model(c);
+  randomize_weights(model, 8);
+  DecoderShape shape;
+  shape.batch = 5;
+  shape.max_prompt_tokens = 4;
+  Decoder<float> decoder(model, shape);
+  const std::vector<int32_t> prompts = random_tokens(5, 4, c, 6, {});
+  decoder.prefill(prompts.data(), 4);
+  SamplingOptions top_k_cool, top_k_hot, whole;
+  top_k_cool.temperature = 0.5, top_k_cool.top_k = 6;
+  top_k_hot.temperature = 3.0, top_k_hot.top_k = 6;
+  whole.temperature = 1.0;
+  const TokenSampler greedy({}, c), cool(top_k_cool, c), hot(top_k_hot, c), all(whole, c);
+  const std::vector<const TokenSampler*> samplers = {&greedy, &cool, &hot, &all, &hot};
+  const std::vector<uint8_t> skip = {0, 0, 0, 0, 1};
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    std::vector<Rng> rngs, expected_rngs;
+    std::vector<Rng*> row_rngs;
+    for (int64_t b = 0; b < 5; ++b) rngs.push_back(TokenSampler::row_rng(seed, b));
+    expected_rngs = rngs;
+    for (Rng& rng : rngs) row_rngs.push_back(&rng);
+    std::vector<int32_t> tokens(5, -7), expected(5, -7);
+    TokenSampler::next_tokens(decoder, 5, samplers.data(), row_rngs.data(), tokens.data(),
+                              skip.data());
+    for (int64_t b = 0; b < 4; ++b)
+      expected[b] = samplers[b]->sample(decoder.logits() + b * c.vocab_size, expected_rngs[b]);
+    EXPECT_EQ(tokens, expected) << "seed " << seed;
+  }
 }
 
 }  // namespace
