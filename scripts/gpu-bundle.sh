@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu-check.sh runs, for a GPU machine that has a driver but not this
-# project's libraries: a portable (-DSPS_CPU=portable) CUDA build of sps and test_cuda, and
-# every shared library they load except the C library's own, in one .tar.gz (gzip: every
-# machine can unpack it).
+# project's libraries: a portable (-DSPS_CPU=portable) CUDA build of sps and test_cuda, every
+# shared library they load except the C library's own, and the golden cases of ../shared
+# when they are there, in one .tar.gz (gzip: every machine can unpack it).
 #
 #   scripts/gpu-bundle.sh [OUT.tar.gz]     (default build/gpu-bundle.tar.gz)
 #
@@ -26,5 +26,7 @@ cp $build/sps $build/test_cuda "$stage/"
 ldd $build/sps $build/test_cuda | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/libcublas' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+# The golden cases, for the GPU test that runs them (gpu-check.sh points SPS_GOLDEN_DIR here).
+[ ! -d ../shared/golden ] || cp -r ../shared/golden "$stage/golden"
 tar -C "$stage" -c . | gzip -9 >"$out"
 echo "$out: $(du -h "$out" | cut -f1) ($(ls "$stage/lib" | wc -l) libraries)"

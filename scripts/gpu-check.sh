@@ -127,9 +127,19 @@ stage_sass() {
 }
 
 # Every CUDA test runs (none skipped: a skip here means the GPU was not seen) and passes.
+# The golden cases the CUDA tests run: the bundle's copy, or ../shared beside this tree.
+use_golden() {
+  if [ -d "$bin/bundle/golden" ]; then
+    export SPS_GOLDEN_DIR=$PWD/$bin/bundle/golden
+  elif [ -d ../shared/golden ]; then
+    export SPS_GOLDEN_DIR=$(realpath ../shared/golden)
+  fi
+}
+
 # A test that fails is run again with every launch synchronous, so that an error names the
 # kernel that caused it rather than the next copy.
 stage_kernels() {
+  use_golden
   "$bin/test_cuda" --gtest_brief=0 | tee "$logs/kernels.out" &&
     ! grep -q '\[  SKIPPED \]' "$logs/kernels.out" && return 0
   local failing
@@ -142,6 +152,7 @@ stage_kernels() {
 # would report) and NCCL's (its own kernels); racecheck over the kernels' own tests.
 stage_sanitizer() {
   command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
+  use_golden
   compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda" \
     --gtest_filter='-CudaMemory.AnAllocationTooLargeIsOneLine:NcclAllReduce.*' &&
     compute-sanitizer --tool racecheck --error-exitcode 1 "$bin/test_cuda" \
@@ -277,7 +288,7 @@ stage_bench_generate() {
     --families standard,sps --paper --interleave --warmup 0 --runs 1 --device cuda:0
 }
 
-export -f compare_runs $(declare -F | awk '$3 ~ /^stage_/ {print $3}')
+export -f compare_runs use_golden $(declare -F | awk '$3 ~ /^stage_/ {print $3}')
 # Stage limits: a few times the expected seconds (a source build aside), so that one stuck
 # stage leaves the others time; the report says which stages a cut-short run reached.
 run_stage gpu 30 stage_gpu

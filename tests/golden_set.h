@@ -10,7 +10,13 @@
 
 namespace sps::testing {
 
-inline const std::string kGoldenDir = std::string(SPS_SOURCE_DIR) + "/../shared/golden";
+// SPS_GOLDEN_DIR, when set, names another place (a GPU machine that runs a bundle of the
+// test binaries: scripts/gpu-check.sh).
+inline std::string golden_dir() {
+  const char* dir = std::getenv("SPS_GOLDEN_DIR");
+  return dir && *dir ? std::string(dir) : std::string(SPS_SOURCE_DIR) + "/../shared/golden";
+}
+inline const std::string kGoldenDir = golden_dir();
 
 inline bool golden_available() { return std::filesystem::exists(kGoldenDir + "/cases.json"); }
 
