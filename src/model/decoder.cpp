@@ -121,8 +121,7 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P,
                                W + model_.params().output_norm(), 1, d_, c.norm_eps);
     }
   }
-  backend_.linear_decode_forward(logits_.data(), nf_.data(), W + model_.params().wte(), B, d_, V_,
-                                 false);
+  model_.block_linear(logits_.data(), nf_.data(), model_.params().wte(), B, d_, V_, false, true);
   logit_positions_ = 1;
   logits_changed(B);
 }
@@ -236,7 +235,7 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   const T* W = model_.weights();
   const int32_t* pos = device_positions_.data();
   T *h = h_.data(), *n = n_.data(), *qkv = qkv_.data(), *att = att_.data();
-  backend_.embedding_forward(h, device_tokens_.data(), W + table.wte(), slots, d);
+  model_.embed(h, device_tokens_.data(), slots);
   for (int64_t l = 0; l < L_; ++l) {
     const LayerParams& p = table.layer(l);
     backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, slots, d, c.norm_eps);
@@ -285,7 +284,7 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     next_position_[b] += K;
     last_token_[b] = tokens[b * K + K - 1];
   }
-  backend_.linear_decode_forward(logits_.data(), nf_.data(), W + table.wte(), B * K, d, V_, false);
+  model_.block_linear(logits_.data(), nf_.data(), table.wte(), B * K, d, V_, false, true);
   logit_positions_ = K;
   logits_changed(B * K);
 }

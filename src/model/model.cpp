@@ -50,6 +50,8 @@ void Model<T>::pack_for_inference() {
     backend_.pack_linear_weight(W + p.gate_up, d, 2 * F);
     backend_.pack_linear_weight(W + p.down_proj, F, d);
   }
+  // The tied table too: the LM head reads it as a projection, the embedding gathers from it.
+  backend_.pack_linear_weight(weights_.data() + table_.wte(), d, config_.vocab_size);
   packed_ = true;
 }
 
@@ -63,6 +65,16 @@ void Model<T>::block_linear(T* out, const T* in, int64_t offset, int64_t rows, i
     backend_.linear_decode_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
   else
     backend_.linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
+}
+
+template <typename T>
+void Model<T>::embed(T* out, const int32_t* tokens, int64_t n) const {
+  const T* table = weights_.data() + table_.wte();
+  if (packed_)
+    backend_.embedding_packed_forward(out, tokens, table, n, config_.hidden_size,
+                                      config_.vocab_size);
+  else
+    backend_.embedding_forward(out, tokens, table, n, config_.hidden_size);
 }
 
 template <typename T>
@@ -328,8 +340,7 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
   const int64_t rows = B * layout_.slots();
   StepResult result;
   result.kept = layout_.kept;
-  backend_.embedding_forward(layer_acts_[0].h_in, slot_tokens_.data(),
-                             weights_.data() + table_.wte(), rows, config_.hidden_size);
+  embed(layer_acts_[0].h_in, slot_tokens_.data(), rows);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     result.attention_pairs +=
         l + 1 < config_.n_layer ? layer_forward(l, layer_acts_[l + 1].h_in)
@@ -443,7 +454,7 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
   for (int64_t r0 = 0; r0 < readout_rows; r0 += chunk) {
     const int64_t n = std::min(chunk, readout_rows - r0);
     const int32_t* targets = readout_targets_.data() + r0;
-    backend_.linear_forward(logits_, nf_ + r0 * d, E, n, d, V, false);
+    block_linear(logits_, nf_ + r0 * d, table_.wte(), n, d, V, false, false);
     backend_.cross_entropy_forward(nll_ + r0, lse_head_ + r0, logits_, targets, n, V);
     if (options.logits) {
       host_rows_.resize(n * V);

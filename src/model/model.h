@@ -100,11 +100,13 @@ class Model {
   // (grads, forward_backward) is refused.
   void pack_for_inference();
   bool packed() const { return packed_; }
-  // out[rows, out_dim] (+)= in · Wᵀ, W the block projection at `offset` in params() (c_attn,
-  // c_proj, gate_up or down_proj) in whichever layout it is in; `few_rows` (a decode step)
-  // takes ops::linear_decode_forward over BLAS for unpacked weights.
+  // out[rows, out_dim] (+)= in · Wᵀ, W the projection at `offset` in params() (c_attn,
+  // c_proj, gate_up, down_proj, or wte as the tied LM head) in whichever layout it is in;
+  // `few_rows` (a decode step) takes ops::linear_decode_forward over BLAS for unpacked weights.
   void block_linear(T* out, const T* in, int64_t offset, int64_t rows, int64_t in_dim,
                     int64_t out_dim, bool accumulate, bool few_rows) const;
+  // out[n, d] = the embeddings of tokens[0..n), in whichever layout wte is in.
+  void embed(T* out, const int32_t* tokens, int64_t n) const;
 
   // Plans activation memory for up to `batch` sequences of `tokens` tokens: a training plan
   // (which serves forwards too) or, with training false, an inference plan unless a training

@@ -167,6 +167,8 @@ class Backend : public Memory {
   virtual bool pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim) const = 0;
   virtual void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows,
                                      int64_t in_dim, int64_t out_dim, bool accumulate) const = 0;
+  virtual void embedding_packed_forward(T* out, const int32_t* tokens, const T* packed,
+                                        int64_t n, int64_t d, int64_t V) const = 0;
 
   virtual void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
                                  int64_t d) const = 0;

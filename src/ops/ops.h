@@ -252,5 +252,10 @@ void pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim);
 template <typename T>
 void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows, int64_t in_dim,
                            int64_t out_dim, bool accumulate);
+// out[n, d] = row tokens[i] of a table [V, d] packed by pack_linear_weight (in_dim d,
+// out_dim V): the embedding of the tied table that also serves as a packed LM head.
+template <typename T>
+void embedding_packed_forward(T* out, const int32_t* tokens, const T* packed, int64_t n,
+                              int64_t d, int64_t V);
 
 }  // namespace sps::ops

@@ -97,6 +97,11 @@ class CheckingBackend final : public ops::Backend<float> {
     decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
     cpu().linear_packed_forward(out, in, w, rows, in_dim, out_dim, accumulate);
   }
+  void embedding_packed_forward(float* out, const int32_t* tokens, const float* packed, int64_t n,
+                                int64_t d, int64_t V) const override {
+    check("embedding_packed_forward", {out, tokens, packed});
+    cpu().embedding_packed_forward(out, tokens, packed, n, d, V);
+  }
   void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
                          int64_t d) const override {
     check("embedding_forward", {out, tokens, table});

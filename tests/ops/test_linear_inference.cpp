@@ -1,7 +1,8 @@
 // The inference linears against linear_forward (BLAS), for every row count, with dimension
 // tails and accumulation: linear_decode_forward on the row layout, and linear_packed_forward
 // over pack_linear_weight's layout (with in_dim past one chunk of a panel too), whose result
-// for a row is moreover bit for bit the same whatever rows are computed beside it.
+// for a row is moreover bit for bit the same whatever rows are computed beside it; and the
+// embedding gathered from a table in that layout.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -92,6 +93,23 @@ TEST(LinearInference, APackedRowsResultIgnoresTheOtherRows) {
                                  sizeof(float) * rows * out_dim))
             << rows << " rows from row " << first << ", accumulate " << accumulate;
       }
+  }
+}
+
+// The embedding read from a table packed as a LM head (full panels and a narrower last one,
+// repeated tokens, the first and last ids) equals the embedding of the table as it was.
+TEST(LinearInference, EmbeddingFromAPackedTableEqualsTheTable) {
+  for (const int64_t V : {int64_t(13), int64_t(64), int64_t(70)}) {
+    const int64_t d = 9;
+    const std::vector<float> table = cast_vector<float>(random_vector(V * d, 5));
+    std::vector<float> packed = table;
+    ops::pack_linear_weight(packed.data(), d, V);
+    const std::vector<int32_t> tokens = {0, int32_t(V - 1), 5, int32_t(V / 2), 5, int32_t(V - 2)};
+    const int64_t n = int64_t(tokens.size());
+    std::vector<float> expected(n * d), got(n * d, -1.0f);
+    ops::embedding_forward(expected.data(), tokens.data(), table.data(), n, d);
+    ops::embedding_packed_forward(got.data(), tokens.data(), packed.data(), n, d, V);
+    EXPECT_EQ(got, expected) << "V " << V;
   }
 }
 

@@ -61,6 +61,10 @@ class CpuBackend final : public Backend<T> {
                              int64_t out_dim, bool accumulate) const override {
     ops::linear_packed_forward(out, in, packed, rows, in_dim, out_dim, accumulate);
   }
+  void embedding_packed_forward(T* out, const int32_t* tokens, const T* packed, int64_t n,
+                                int64_t d, int64_t V) const override {
+    ops::embedding_packed_forward(out, tokens, packed, n, d, V);
+  }
   void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
                          int64_t d) const override {
     ops::embedding_forward(out, tokens, table, n, d);

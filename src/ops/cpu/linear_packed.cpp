@@ -169,11 +169,27 @@ void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows, i
     }
 }
 
+template <typename T>
+void embedding_packed_forward(T* out, const int32_t* tokens, const T* packed, int64_t n,
+                              int64_t d, int64_t V) {
+  constexpr int64_t P = kPanelWidth<T>;
+  const int64_t n0 = V / P * P;  // the last, narrower panel starts here
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = tokens[i], width = t < n0 ? P : V - n0, first = t < n0 ? t / P * P : n0;
+    const T* column = packed + first * d + (t - first);
+    for (int64_t k = 0; k < d; ++k) out[i * d + k] = column[k * width];
+  }
+}
+
 template void pack_linear_weight<float>(float*, int64_t, int64_t);
 template void pack_linear_weight<double>(double*, int64_t, int64_t);
 template void linear_packed_forward<float>(float*, const float*, const float*, int64_t, int64_t,
                                            int64_t, bool);
 template void linear_packed_forward<double>(double*, const double*, const double*, int64_t,
                                             int64_t, int64_t, bool);
+template void embedding_packed_forward<float>(float*, const int32_t*, const float*, int64_t,
+                                              int64_t, int64_t);
+template void embedding_packed_forward<double>(double*, const int32_t*, const double*, int64_t,
+                                               int64_t, int64_t);
 
 }  // namespace sps::ops

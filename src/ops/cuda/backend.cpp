@@ -65,6 +65,10 @@ class CudaBackend final : public Backend<float> {
                              bool) const override {
     SPS_ASSERT(!"the CUDA backend packs no weights");
   }
+  void embedding_packed_forward(float*, const int32_t*, const float*, int64_t, int64_t,
+                                int64_t) const override {
+    SPS_ASSERT(!"the CUDA backend packs no weights");
+  }
   void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
                          int64_t d) const override {
     cuda::embedding_forward(out, tokens, table, n, d);
