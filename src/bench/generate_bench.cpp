@@ -15,6 +15,7 @@
 
 #include "bench/bench.h"
 #include "data/token_file.h"
+#include "infer/token_sampler.h"
 #include "model/decoder.h"
 #include "model/flops.h"
 #include "model/model.h"
@@ -99,9 +100,11 @@ struct Contestant {
   const GenerateBenchModel& spec;
   Model<float> model;
   Decoder<float> decoder;
-  std::vector<int32_t> next, nonfinite;
-  std::vector<float> next_logits;
-  std::vector<uint8_t> banned;  // EOS, PAD and PREDICT
+  TokenSampler greedy;  // never EOS (nor PAD or PREDICT): every row runs N steps
+  std::vector<const TokenSampler*> samplers;
+  std::vector<Rng> rngs;  // unused by greedy choices; next_tokens takes one per row
+  std::vector<Rng*> row_rngs;
+  std::vector<int32_t> next;
   double weight_bytes = 0;
   double prefill_seconds = 0, decode_seconds = 0, bytes_read = 0, flops = 0;  // the current run
   int64_t activation_bytes = 0;
@@ -128,11 +131,14 @@ struct Contestant {
   Contestant(const GenerateBenchModel& m, const GenerateBenchOptions& o,
              const ops::Backend<float>& backend)
       : spec(m), model(m.config, backend), decoder(with_weights(model, m, o.seed), shape(o)),
-        next(o.batch), nonfinite(o.batch), next_logits(o.batch), banned(m.config.vocab_size, 0),
-        weight_bytes(double(m.config.parameter_count()) * sizeof(float)) {
-    for (const int64_t id :
-         {m.config.eos_token_id, m.config.pad_token_id, m.config.predict_token_id})
-      banned[id] = 1;
+        greedy(never_eos(m.config), m.config), samplers(o.batch, &greedy), rngs(o.batch),
+        next(o.batch), weight_bytes(double(m.config.parameter_count()) * sizeof(float)) {
+    for (Rng& rng : rngs) row_rngs.push_back(&rng);
+  }
+  static SamplingOptions never_eos(const ModelConfig& c) {
+    SamplingOptions s;
+    s.forbidden = {int32_t(c.eos_token_id)};
+    return s;
   }
 
   void prefill(const std::vector<int32_t>& prompts, int64_t P) {
@@ -148,11 +154,8 @@ struct Contestant {
   void step() {
     const ModelConfig& c = spec.config;
     const double t0 = now_seconds();
-    decoder.top_k(0, int64_t(next.size()), 1, banned, next.data(), next_logits.data(),
-                  nonfinite.data());
-    for (size_t b = 0; b < next.size(); ++b)
-      if (nonfinite[b] >= 0)
-        fail("{}: the model produced a non-finite logit for id {}", spec.label, nonfinite[b]);
+    TokenSampler::next_tokens(decoder, int64_t(next.size()), samplers.data(), row_rngs.data(),
+                              next.data());
     bytes_read += weight_bytes + double(decoder.cache().used_bytes());
     decoder.step(next.data());
     decode_seconds += now_seconds() - t0;

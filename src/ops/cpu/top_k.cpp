@@ -14,7 +14,7 @@ template <typename T>
 void top_k_rows(int32_t* ids, T* values, int32_t* first_nonfinite, const T* x, int64_t rows,
                 int64_t n, const uint8_t* banned, int64_t k) {
   SPS_ASSERT(k >= 1 && k <= kMaxTopK);
-  thread_local std::vector<int32_t> candidates;  // reused: a sampler calls this per token
+  thread_local std::vector<int32_t> candidates;  // reused: a decoder calls this every step
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = x + r * n;
     int32_t* row_ids = ids + r * k;
