@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/cpu_common.h"
@@ -40,16 +42,143 @@ struct HeadState {
   T max[Q], sum[Q];
 };
 
-// Rows ahead of the one being read that the key and value loops ask for. The hardware
-// prefetcher alone leaves memory idle while a chunk's arithmetic runs (measured at s's head
-// size, B = 4, 1,100 cached rows: the cache read 5% (one query) and 11% (two queries) faster
-// with 8 rows ahead, and 4 to 32 rows did about as well; asking for a whole chunk at once
-// was 25% slower).
-constexpr int64_t kPrefetchRows = 8;
+// Key rows ahead of the one being scored that the score loop asks for; it also asks for each
+// scored key's value row, read by the P·V pass that follows. The hardware prefetcher alone
+// leaves memory idle while a chunk's arithmetic runs. Measured at s's head size, B = 16,
+// 1,100 cached rows, 2 threads (docs/performance.md): 4 rows ahead read the cache at 86% (one
+// query) and 82% (two queries) of the read bandwidth, 8 rows at 84% and 78%, 16 at 77% and
+// 74%, none at 79% and 77%; leaving the value rows to the hardware cost 10% with two
+// queries, and asking for the next chunk's keys during P·V was slower.
+constexpr int64_t kPrefetchRows = 4;
 
 template <typename T>
 inline void prefetch_row(const T* row, int64_t D) {
   for (int64_t d = 0; d < D; d += 64 / int64_t(sizeof(T))) __builtin_prefetch(row + d);
+}
+
+// Lanes of the kernels below (cpu_common.h's vectors): scores and P·V run along D in
+// vectors, with a scalar tail when D is not a multiple of the lanes.
+template <typename T>
+using DecodeVec = typename cpu::Vec<T>::V;
+
+// Sum of a vector's lanes, by halving: the high half added to the low half until one lane is
+// left (a tree of log2(lanes) shuffles and adds, not a chain of lanes − 1 scalar adds).
+template <typename V, size_t... I>
+inline auto halves_added(V v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, I...) + __builtin_shufflevector(v, v, (I + sizeof...(I))...);
+}
+template <typename V>
+inline auto lane_sum(V v) {
+  constexpr size_t lanes = sizeof(V) / sizeof(v[0]);
+  if constexpr (lanes == 1)
+    return v[0];
+  else
+    return lane_sum(halves_added(v, std::make_index_sequence<lanes / 2>{}));
+}
+
+// The lane sums of eight vectors of eight lanes, as one vector (lane i: the sum of v[i]):
+// three rounds of pairwise shuffles and adds, each halving the partial sums per vector, with
+// the inputs taken in bit-reversed order so the sums come out in order. 19 operations where
+// eight lane_sum calls take 56.
+template <typename V>
+inline V lane_sums8(const V* v) {
+  static_assert(sizeof(V) / sizeof(v[0][0]) == 8);
+  const auto halve4 = [](V a, V b) {  // [a0+a4 .. a3+a7, b0+b4 .. b3+b7]
+    return __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11) +
+           __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
+  };
+  const auto halve2 = [](V a, V b) {  // each 4-lane group of a and b summed to 2 lanes
+    return __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13) +
+           __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15);
+  };
+  const auto halve1 = [](V a, V b) {  // each 2-lane group summed to 1 lane
+    return __builtin_shufflevector(a, b, 0, 8, 2, 10, 4, 12, 6, 14) +
+           __builtin_shufflevector(a, b, 1, 9, 3, 11, 5, 13, 7, 15);
+  };
+  return halve1(halve2(halve4(v[0], v[4]), halve4(v[2], v[6])),
+                halve2(halve4(v[1], v[5]), halve4(v[3], v[7])));
+}
+
+// The largest lane, by halving as lane_sum does.
+template <typename V, size_t... I>
+inline auto halves_max(V v, std::index_sequence<I...>) {
+  return tiles::vmax(__builtin_shufflevector(v, v, I...),
+                     __builtin_shufflevector(v, v, (I + sizeof...(I))...));
+}
+template <typename V>
+inline auto lane_max(V v) {
+  constexpr size_t lanes = sizeof(V) / sizeof(v[0]);
+  if constexpr (lanes == 1)
+    return v[0];
+  else
+    return lane_max(halves_max(v, std::make_index_sequence<lanes / 2>{}));
+}
+
+// scores[r][k] = q_r · key k for n keys, G keys at a time: Q·G vectors of partial sums along
+// D stay in registers (8 accumulators: enough independent FMA chains to fill both units, and
+// room for the loads), summed across lanes at the end. While scoring, each key's value row
+// and the key row kPrefetchRows ahead are asked for, so memory works during the arithmetic.
+template <typename T, int Q>
+inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s, const T* K,
+                         const T* V, int64_t ld, int64_t n, int64_t D) {
+  using Vec = DecodeVec<T>;
+  constexpr int W = cpu::Vec<T>::lanes;
+  constexpr int G = 8 / Q;
+  const int64_t Dv = D - D % W;
+  int64_t k = 0;
+  const auto score_keys = [&]<int N>(std::integral_constant<int, N>) {
+    Vec acc[Q][N];
+    for (int r = 0; r < Q; ++r)
+      for (int g = 0; g < N; ++g) acc[r][g] = Vec{};
+    for (int64_t d = 0; d < Dv; d += W) {
+      Vec q[Q];
+      for (int r = 0; r < Q; ++r) q[r] = cpu::load<Vec>(s.q[r] + d);
+      for (int g = 0; g < N; ++g) {
+        const Vec key = cpu::load<Vec>(K + (k + g) * ld + d);
+        for (int r = 0; r < Q; ++r) acc[r][g] += q[r] * key;
+      }
+    }
+    alignas(64) T dots[Q][N];
+    if constexpr (W == 8 && Q * N == 8) {
+      cpu::store(&dots[0][0], lane_sums8(&acc[0][0]));
+    } else {
+      for (int r = 0; r < Q; ++r)
+        for (int g = 0; g < N; ++g) dots[r][g] = lane_sum(acc[r][g]);
+    }
+    for (int g = 0; g < N; ++g) {
+      const T* key = K + (k + g) * ld;
+      prefetch_row(key + kPrefetchRows * ld, D);
+      prefetch_row(V + (k + g) * ld, D);
+      for (int r = 0; r < Q; ++r) {
+        T dot = dots[r][g];
+        for (int64_t d = Dv; d < D; ++d) dot += s.q[r][d] * key[d];
+        scores[r][k + g] = dot;
+      }
+    }
+  };
+  for (; k + G <= n; k += G) score_keys(std::integral_constant<int, G>{});
+  for (; k < n; ++k) score_keys(std::integral_constant<int, 1>{});
+}
+
+// acc[r][d0 .. d0 + S·W) = acc · correction[r] + Σ_k p[r][k] · value k, that slice of the
+// accumulators held in registers over all n keys.
+template <typename T, int Q, int S>
+inline void chunk_values_slice(HeadState<T, Q>& s, const T (*p)[kDecodeKeyChunk],
+                               const T* correction, const T* V, int64_t ld, int64_t n, int64_t d0) {
+  using Vec = DecodeVec<T>;
+  constexpr int W = cpu::Vec<T>::lanes;
+  Vec acc[Q][S];
+  for (int r = 0; r < Q; ++r)
+    for (int j = 0; j < S; ++j) acc[r][j] = cpu::load<Vec>(s.acc[r] + d0 + j * W) * correction[r];
+  for (int64_t k = 0; k < n; ++k) {
+    const T* value = V + k * ld + d0;
+    for (int j = 0; j < S; ++j) {
+      const Vec v = cpu::load<Vec>(value + j * W);
+      for (int r = 0; r < Q; ++r) acc[r][j] += p[r][k] * v;
+    }
+  }
+  for (int r = 0; r < Q; ++r)
+    for (int j = 0; j < S; ++j) cpu::store(s.acc[r] + d0 + j * W, acc[r][j]);
 }
 
 // Folds n keys (rows ld apart in K and V) into the state. Query r sees the first
@@ -58,67 +187,51 @@ template <typename T, int Q>
 inline void absorb(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64_t n,
                    int64_t D, const int64_t* visible) {
   alignas(64) T scores[Q][kDecodeKeyChunk];
-  for (int64_t k = 0; k < n; ++k) {
-    const T* __restrict key = K + k * ld;
-    prefetch_row(key + kPrefetchRows * ld, D);
-    if constexpr (Q == 1) {
-      T dot = 0;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t d = 0; d < D; ++d) dot += s.q[0][d] * key[d];
-      scores[0][k] = dot;
-    } else {
-      T dot0 = 0, dot1 = 0;
-#pragma omp simd reduction(+ : dot0, dot1)
-      for (int64_t d = 0; d < D; ++d) {
-        dot0 += s.q[0][d] * key[d];
-        dot1 += s.q[1][d] * key[d];
-      }
-      scores[0][k] = dot0;
-      scores[1][k] = dot1;
-    }
-  }
-  int64_t count[Q];
+  chunk_scores<T, Q>(scores, s, K, V, ld, n, D);
+  // The online softmax of each query over the chunk, whole vectors of scores at a time: the
+  // keys a query does not see, and the lanes past n, score −∞ and so weigh 0.
+  using Vec = DecodeVec<T>;
+  constexpr int W = cpu::Vec<T>::lanes;
+  static_assert(kDecodeKeyChunk % W == 0);
+  const int64_t n_padded = (n + W - 1) / W * W;
+  T correction[Q];
   for (int r = 0; r < Q; ++r) {
-    count[r] = visible ? std::min(visible[r], n) : n;
-    if (count[r] == 0) continue;
-    T chunk_max = scores[r][0];
-    for (int64_t k = 1; k < count[r]; ++k) chunk_max = std::max(chunk_max, scores[r][k]);
-    const T new_max = std::max(s.max[r], chunk_max);
+    const int64_t count = visible ? std::min(visible[r], n) : n;
+    std::fill(scores[r] + count, scores[r] + n_padded, -std::numeric_limits<T>::infinity());
+    correction[r] = 1;
+    if (count == 0) {
+      std::fill(scores[r], scores[r] + n, T(0));
+      continue;
+    }
+    Vec chunk_max = cpu::load<Vec>(scores[r]);
+    for (int64_t k = W; k < n_padded; k += W)
+      chunk_max = tiles::vmax(chunk_max, cpu::load<Vec>(scores[r] + k));
+    const T new_max = std::max(s.max[r], lane_max(chunk_max));
     // exp(−∞) is 0 on the first chunk, when nothing has been summed yet.
-    const T correction = s.max[r] == -std::numeric_limits<T>::infinity()
-                             ? T(0)
-                             : cpu::exp_approx(s.max[r] - new_max);
-    T chunk_sum = 0;
-#pragma omp simd reduction(+ : chunk_sum)
-    for (int64_t k = 0; k < count[r]; ++k) {
-      const T p = cpu::exp_approx(scores[r][k] - new_max);
-      scores[r][k] = p;
+    correction[r] = s.max[r] == -std::numeric_limits<T>::infinity()
+                        ? T(0)
+                        : cpu::exp_approx(s.max[r] - new_max);
+    Vec chunk_sum{};
+    for (int64_t k = 0; k < n_padded; k += W) {
+      const Vec p = tiles::vexp(cpu::load<Vec>(scores[r] + k) - new_max);
+      cpu::store(scores[r] + k, p);
       chunk_sum += p;
     }
-    for (int64_t k = count[r]; k < n; ++k) scores[r][k] = 0;
-    s.sum[r] = s.sum[r] * correction + chunk_sum;
+    s.sum[r] = s.sum[r] * correction[r] + lane_sum(chunk_sum);
     s.max[r] = new_max;
-    if (correction != T(1)) {
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) s.acc[r][d] *= correction;
-    }
   }
-  for (int64_t k = 0; k < n; ++k) {
-    const T* __restrict value = V + k * ld;
-    prefetch_row(value + kPrefetchRows * ld, D);
-    if constexpr (Q == 1) {
-      const T p = scores[0][k];
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) s.acc[0][d] += p * value[d];
-    } else {
-      const T p0 = scores[0][k], p1 = scores[1][k];
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) {
-        s.acc[0][d] += p0 * value[d];
-        s.acc[1][d] += p1 * value[d];
-      }
+  constexpr int S = 8 / Q;  // Q·S accumulators, as in chunk_scores
+  const int64_t Dv = D - D % W;
+  int64_t d0 = 0;
+  for (; d0 + S * W <= Dv; d0 += S * W)
+    chunk_values_slice<T, Q, S>(s, scores, correction, V, ld, n, d0);
+  for (; d0 < Dv; d0 += W) chunk_values_slice<T, Q, 1>(s, scores, correction, V, ld, n, d0);
+  for (int r = 0; r < Q; ++r)
+    for (int64_t d = Dv; d < D; ++d) {
+      T a = s.acc[r][d] * correction[r];
+      for (int64_t k = 0; k < n; ++k) a += scores[r][k] * V[k * ld + d];
+      s.acc[r][d] = a;
     }
-  }
 }
 
 // Folds `rows` keys, `ld` apart in K and V, in chunks.
