@@ -85,12 +85,13 @@ struct MachineRates {
 struct BenchResult {
   std::string label, family;
   int64_t window = 0;
-  std::vector<double> total, prefill, decode, bound, flop_bound;  // per timed run, every round
+  std::vector<double> total, prefill, decode, bound, flop_bound, op_bound;  // per timed run
   double seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   double total_tokens_per_second = 0, decode_tokens_per_second = 0;
   int64_t kv_allocated = 0, kv_used = 0, peak_rss = 0, rss_end = 0, activation_bytes = 0;
   double bound_fraction = 0;       // decode time at the bandwidth bound / measured decode time
   double flop_bound_fraction = 0;  // decode time at the sgemm rate / measured decode time
+  double op_bound_fraction = 0;    // projections and attention each at their own bound, added
   bool peak_is_per_model = true;
 };
 
@@ -106,7 +107,10 @@ struct Contestant {
   std::vector<Rng*> row_rngs;
   std::vector<int32_t> next;
   double weight_bytes = 0;
-  double prefill_seconds = 0, decode_seconds = 0, bytes_read = 0, flops = 0;  // the current run
+  // The current run: its times, and what its decode steps read and computed, split between
+  // the projections (the weights) and the attention (the cache rows in use).
+  double prefill_seconds = 0, decode_seconds = 0;
+  double weight_bytes_read = 0, cache_bytes_read = 0, projection_flops = 0, attention_flops = 0;
   int64_t activation_bytes = 0;
 
   static DecoderShape shape(const GenerateBenchOptions& o) {
@@ -147,7 +151,7 @@ struct Contestant {
     activation_bytes = model.activation_bytes();
     model.release_activations();  // decode holds only weights and the cache
     prefill_seconds = now_seconds() - t0;
-    decode_seconds = bytes_read = flops = 0;
+    decode_seconds = weight_bytes_read = cache_bytes_read = projection_flops = attention_flops = 0;
   }
   // One new token per row: greedy choice over ids other than EOS, PAD and PREDICT, then the
   // decode step that consumes it.
@@ -156,17 +160,27 @@ struct Contestant {
     const double t0 = now_seconds();
     TokenSampler::next_tokens(decoder, int64_t(next.size()), samplers.data(), row_rngs.data(),
                               next.data());
-    bytes_read += weight_bytes + double(decoder.cache().used_bytes());
+    weight_bytes_read += weight_bytes;
+    cache_bytes_read += double(decoder.cache().used_bytes());
     decoder.step(next.data());
     decode_seconds += now_seconds() - t0;
-    flops += decode_step_flops(c, int64_t(next.size()), double(decoder.last_step_attention_pairs()));
+    projection_flops += decode_projection_flops(c, int64_t(next.size()));
+    attention_flops += decode_attention_flops(c, double(decoder.last_step_attention_pairs()));
   }
   void record(BenchResult& r, const MachineRates& machine) const {
     r.total.push_back(prefill_seconds + decode_seconds);
     r.prefill.push_back(prefill_seconds);
     r.decode.push_back(decode_seconds);
-    r.bound.push_back(decode_seconds > 0 ? bytes_read / machine.bandwidth / decode_seconds : 0.0);
-    r.flop_bound.push_back(decode_seconds > 0 ? flops / machine.flops / decode_seconds : 0.0);
+    const auto fraction = [&](double seconds) {
+      return decode_seconds > 0 ? seconds / decode_seconds : 0.0;
+    };
+    const double bw = machine.bandwidth, rate = machine.flops;
+    r.bound.push_back(fraction((weight_bytes_read + cache_bytes_read) / bw));
+    r.flop_bound.push_back(fraction((projection_flops + attention_flops) / rate));
+    // Each part at the roofline of its own kind: the bound of a step whose parts run one after
+    // the other (per step the larger side of each part is the same, so sums can stand in).
+    r.op_bound.push_back(fraction(std::max(weight_bytes_read / bw, projection_flops / rate) +
+                                  std::max(cache_bytes_read / bw, attention_flops / rate)));
   }
   void summarise(BenchResult& r, const GenerateBenchOptions& o) const {
     const int64_t B = o.batch, P = o.prompt_tokens, N = o.new_tokens;
@@ -178,6 +192,7 @@ struct Contestant {
     r.decode_seconds = median(r.decode);
     r.bound_fraction = median(r.bound);
     r.flop_bound_fraction = median(r.flop_bound);
+    r.op_bound_fraction = median(r.op_bound);
     r.total_tokens_per_second = double(B * (P + N)) / r.seconds;
     r.decode_tokens_per_second = r.decode_seconds > 0 ? double(B * (N - 1)) / r.decode_seconds : 0;
     r.kv_allocated = decoder.cache().allocated_bytes();
@@ -284,9 +299,10 @@ void run_generate_bench(const GenerateBenchOptions& o) {
                o.warmup, o.runs, o.rounds,
                on_cpu ? fmt::format("{} threads", threads) : o.device.name(), bandwidth / 1e9,
                on_cpu ? "sgemm" : "GEMM", machine.flops / 1e9);
-    fmt::print("{:<22} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} | {:>7} {:>7} {:>7} {:>7}\n",
+    fmt::print("{:<22} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>8} | {:>7} {:>7} "
+               "{:>7} {:>7}\n",
                "model", "prefill ms", "decode t/s", "total t/s", "KV MiB", "KV used", "peak MiB",
-               "BW bound", "FLOP bound", "decode", "total", "KV", "peak");
+               "BW bound", "FLOP bound", "op bound", "decode", "total", "KV", "peak");
     std::fflush(stdout);
   }
   const std::vector<int32_t> prompts = draw_bench_prompts(
@@ -330,6 +346,7 @@ void run_generate_bench(const GenerateBenchOptions& o) {
           {"decode_fraction_of_bandwidth_bound", r.bound_fraction},
           {"gemm_flops_per_second", machine.flops},
           {"decode_fraction_of_flop_bound", r.flop_bound_fraction},
+          {"decode_fraction_of_op_bound", r.op_bound_fraction},
           {"decode_bound", bound_name(r)},
           {"reference", ref.label},
           {"decode_ratio", ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second)},
@@ -339,12 +356,13 @@ void run_generate_bench(const GenerateBenchOptions& o) {
           {"peak_ratio", ratio(double(r.peak_rss), double(ref.peak_rss))}};
       fmt::print("{}\n", j.dump());
     } else {
-      fmt::print("{:<22} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7.0f}% {:>9.0f}% | "
+      fmt::print("{:<22} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7.0f}% "
+                 "{:>9.0f}% {:>7.0f}% | "
                  "{:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n",
                  r.label, 1e3 * r.prefill_seconds, r.decode_tokens_per_second,
                  r.total_tokens_per_second, double(r.kv_allocated) / 1048576.0,
                  double(r.kv_used) / 1048576.0, double(r.peak_rss) / 1048576.0,
-                 100 * r.bound_fraction, 100 * r.flop_bound_fraction,
+                 100 * r.bound_fraction, 100 * r.flop_bound_fraction, 100 * r.op_bound_fraction,
                  ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second),
                  ratio(r.total_tokens_per_second, ref.total_tokens_per_second),
                  ratio(double(r.kv_allocated), double(ref.kv_allocated)),
@@ -356,9 +374,10 @@ void run_generate_bench(const GenerateBenchOptions& o) {
     fmt::print("ratios are to {}; KV = allocated cache (capacity P+N per row, plus the ring); "
                "BW bound = (weights + cache rows in use, read once per step) / copy bandwidth, "
                "FLOP bound = decode FLOPs (every slot's projections, the LM head, the attention "
-               "pairs) / GEMM rate (BLAS sgemm on the CPU, cuBLASLt on a GPU), each as a fraction "
-               "of the measured decode time; the larger "
-               "one is the bound that applies\n",
+               "pairs) / GEMM rate (BLAS sgemm on the CPU, cuBLASLt on a GPU), op bound = the "
+               "projections and the attention each at the longer of their own memory and FLOP "
+               "times, added (the bound when they run one after the other), each as a fraction "
+               "of the measured decode time; the larger of BW and FLOP is the bound that applies\n",
                reference ? reference->label : results.front().label);
     if (o.interleave)
       fmt::print("interleaved: all models held at once, taking turns step by step; peak memory "

@@ -22,18 +22,25 @@ inline double training_step_flops(const ModelConfig& c, int64_t B, int64_t T,
 }
 
 // One cached decode step of `rows` sequences, one new token each: every linear layer on the
-// token's slots (but the last layer's on the readout slot alone past its QKV), the LM head on
-// one readout slot per row, and 4·D FLOPs per attention score pair computed (Q·Kᵀ and P·V)
-// over all layers and heads.
-inline double decode_step_flops(const ModelConfig& c, int64_t rows, double attention_pairs) {
+// token's slots (but the last layer's on the readout slot alone past its QKV) and the LM head
+// on one readout slot per row.
+inline double decode_projection_flops(const ModelConfig& c, int64_t rows) {
   const double d = double(c.hidden_size), F = double(c.intermediate_size);
   const double slots = double(rows) * double(family_by_name(c.family).streams());
   // Every slot's QKV in every layer; the output projection and MLP of the last layer only
   // for the readout slot (the other stream's last outputs feed nothing).
   const double qkv = 3 * d * d, rest = d * d + 3 * d * F;
   return 2 * slots * double(c.n_layer) * qkv + 2 * slots * double(c.n_layer - 1) * rest +
-         2 * double(rows) * rest + 2 * double(rows) * d * double(c.vocab_size) +
-         4 * double(c.head_dim()) * attention_pairs;
+         2 * double(rows) * rest + 2 * double(rows) * d * double(c.vocab_size);
+}
+
+// Its attention: 4·D FLOPs per score pair computed (Q·Kᵀ and P·V) over all layers and heads.
+inline double decode_attention_flops(const ModelConfig& c, double attention_pairs) {
+  return 4 * double(c.head_dim()) * attention_pairs;
+}
+
+inline double decode_step_flops(const ModelConfig& c, int64_t rows, double attention_pairs) {
+  return decode_projection_flops(c, rows) + decode_attention_flops(c, attention_pairs);
 }
 
 // Score pairs of dense causal attention over the same slots, all layers and heads.

@@ -171,6 +171,7 @@ TEST(BackendBoundary, DecodeStepFlopsAreTheDecodersOps) {
       decoder.step(step.data());
       EXPECT_EQ(checking.decode_pairs, decoder.last_step_attention_pairs());
       EXPECT_GT(checking.decode_pairs, 0);
+      EXPECT_DOUBLE_EQ(decode_projection_flops(c, 3), checking.decode_linear_flops);
       EXPECT_DOUBLE_EQ(decode_step_flops(c, 3, double(checking.decode_pairs)),
                        checking.decode_linear_flops +
                            4.0 * double(c.head_dim()) * double(checking.decode_pairs));
