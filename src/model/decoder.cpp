@@ -1,6 +1,7 @@
 #include "model/decoder.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "ops/decode_keys.h"
 #include "util/error.h"
@@ -152,14 +153,19 @@ void Decoder<T>::top_k(int64_t first, int64_t rows, int64_t k, const std::vector
     banned_.upload(banned.data(), banned.size());
     banned_host_ = banned;
   }
-  top_ids_.reserve(size_t(rows * k));
-  top_values_.reserve(size_t(rows * k));
-  top_nonfinite_.reserve(size_t(rows));
-  backend_.top_k_rows(top_ids_.data(), top_values_.data(), top_nonfinite_.data(),
+  const size_t chosen = size_t(rows * k), words_per_value = sizeof(T) / sizeof(int32_t);
+  const size_t values_at =
+      (chosen + size_t(rows) + words_per_value - 1) / words_per_value * words_per_value;
+  const size_t words = values_at + chosen * words_per_value;
+  top_answer_.reserve(words);
+  int32_t* answer = top_answer_.data();
+  backend_.top_k_rows(answer, reinterpret_cast<T*>(answer + values_at), answer + chosen,
                       logits_.data() + first * V_, rows, V_, banned_.data(), k);
-  top_ids_.download(ids, size_t(rows * k));
-  top_values_.download(values, size_t(rows * k));
-  top_nonfinite_.download(first_nonfinite, size_t(rows));
+  top_answer_host_.resize(words);
+  top_answer_.download(top_answer_host_.data(), words);
+  std::memcpy(ids, top_answer_host_.data(), chosen * sizeof(int32_t));
+  std::memcpy(first_nonfinite, top_answer_host_.data() + chosen, size_t(rows) * sizeof(int32_t));
+  std::memcpy(values, top_answer_host_.data() + values_at, chosen * sizeof(T));
 }
 
 template <typename T>

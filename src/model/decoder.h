@@ -130,11 +130,13 @@ class Decoder {
   // current.
   mutable std::vector<T> host_logits_;
   mutable int64_t host_rows_ = 0;
-  // top_k()'s ids not to take (uploaded when they change) and its results.
+  // top_k()'s ids not to take (uploaded when they change), and its answer in one buffer, so
+  // a device sends it in one copy: ids [rows·k], the rows' first non-finite ids [rows], then
+  // the logits [rows·k] as T, from a word aligned for T.
   std::vector<uint8_t> banned_host_;
   ops::DeviceBuffer<uint8_t> banned_{backend_};
-  ops::DeviceBuffer<int32_t> top_ids_{backend_}, top_nonfinite_{backend_};
-  ops::DeviceBuffer<T> top_values_{backend_};
+  ops::DeviceBuffer<int32_t> top_answer_{backend_};
+  std::vector<int32_t> top_answer_host_;
   std::vector<int64_t> ring_next_;                           // [B] ring row of the next push
   // The decode attention's per-row counts in the backend's memory: persistent and ring rows
   // cached, the ring row after the newest.
