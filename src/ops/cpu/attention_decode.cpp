@@ -181,6 +181,15 @@ inline void chunk_values_slice(HeadState<T, Q>& s, const T (*p)[kDecodeKeyChunk]
     for (int j = 0; j < S; ++j) cpu::store(s.acc[r] + d0 + j * W, acc[r][j]);
 }
 
+// chunk_values_slice over [d0, Dv) in slices of S vectors, then of S/2 on what is left, and so on.
+template <typename T, int Q, int S>
+inline void values_in_slices(HeadState<T, Q>& s, const T (*p)[kDecodeKeyChunk], const T* correction,
+                             const T* V, int64_t ld, int64_t n, int64_t d0, int64_t Dv) {
+  constexpr int W = cpu::Vec<T>::lanes;
+  for (; d0 + S * W <= Dv; d0 += S * W) chunk_values_slice<T, Q, S>(s, p, correction, V, ld, n, d0);
+  if constexpr (S > 1) values_in_slices<T, Q, S / 2>(s, p, correction, V, ld, n, d0, Dv);
+}
+
 // Folds n keys (rows ld apart in K and V) into the state. Query r sees the first
 // visible[r] keys (all n when visible is null).
 template <typename T, int Q>
@@ -220,12 +229,10 @@ inline void absorb(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64
     s.sum[r] = s.sum[r] * correction[r] + lane_sum(chunk_sum);
     s.max[r] = new_max;
   }
-  constexpr int S = 8 / Q;  // Q·S accumulators, as in chunk_scores
   const int64_t Dv = D - D % W;
-  int64_t d0 = 0;
-  for (; d0 + S * W <= Dv; d0 += S * W)
-    chunk_values_slice<T, Q, S>(s, scores, correction, V, ld, n, d0);
-  for (; d0 < Dv; d0 += W) chunk_values_slice<T, Q, 1>(s, scores, correction, V, ld, n, d0);
+  // Eight accumulators (8 / Q vectors of each query), as in chunk_scores, or fewer where
+  // fewer vectors of D are left.
+  values_in_slices<T, Q, 8 / Q>(s, scores, correction, V, ld, n, 0, Dv);
   for (int r = 0; r < Q; ++r)
     for (int64_t d = Dv; d < D; ++d) {
       T a = s.acc[r][d] * correction[r];
