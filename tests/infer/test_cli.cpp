@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -225,7 +226,16 @@ TEST(BenchGenerateCli, CheckpointFoldersAsEveryCommandTakesThem) {
   std::string out;
   const std::string bench = quote(kSps) + " bench generate --prompt-tokens 4 --new-tokens 4 --batch 1 --runs 1 --warmup 0 --json --checkpoint ";
   EXPECT_EQ(run_command(bench + quote(f.checkpoint) + " 2>&1", &out), 0) << out;
-  EXPECT_NE(out.find("\"decode_tokens_per_second\""), std::string::npos) << out;
+  const nlohmann::json j = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_GT(j.at("decode_tokens_per_second").get<double>(), 0);
+  // The op bound adds each part's larger side, so it is at least either whole-step bound; the
+  // rates the bounds use are the larger of those measured before and after the runs.
+  const double op = j.at("decode_fraction_of_op_bound");
+  EXPECT_GE(op, j.at("decode_fraction_of_bandwidth_bound").get<double>()) << out;
+  EXPECT_GE(op, j.at("decode_fraction_of_flop_bound").get<double>()) << out;
+  const auto& bw = j.at("copy_bandwidth_before_after");
+  EXPECT_EQ(j.at("copy_bandwidth_bytes_per_second").get<double>(),
+            std::max(bw.at(0).get<double>(), bw.at(1).get<double>()));
   fs::create_directories(f.dir.file("empty"));
   EXPECT_EQ(run_command(bench + quote(f.dir.file("empty")) + " 2>&1", &out), 2);
   EXPECT_NE(out.find("neither a checkpoint folder (model.safetensors) nor a run folder"), std::string::npos) << out;
