@@ -56,11 +56,6 @@ inline void prefetch_row(const T* row, int64_t D) {
   for (int64_t d = 0; d < D; d += 64 / int64_t(sizeof(T))) __builtin_prefetch(row + d);
 }
 
-// Lanes of the kernels below (cpu_common.h's vectors): scores and P·V run along D in
-// vectors, with a scalar tail when D is not a multiple of the lanes.
-template <typename T>
-using DecodeVec = typename cpu::Vec<T>::V;
-
 // One lane from all of a vector's lanes, by halving: `combine` of the low and the high half
 // until one lane is left (a tree of log2(lanes) shuffles, not a chain of lanes − 1 scalar
 // steps).
@@ -116,7 +111,7 @@ inline V lane_sums8(const V* v) {
 template <typename T, int Q>
 inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s, const T* K,
                          const T* V, int64_t ld, int64_t n, int64_t D) {
-  using Vec = DecodeVec<T>;
+  using Vec = typename cpu::Vec<T>::V;  // along D; a scalar tail past the last whole vector
   constexpr int W = cpu::Vec<T>::lanes;
   constexpr int G = 8 / Q;
   const int64_t Dv = D - D % W;
@@ -160,7 +155,7 @@ inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s,
 template <typename T, int Q, int S>
 inline void chunk_values_slice(HeadState<T, Q>& s, const T (*p)[kDecodeKeyChunk],
                                const T* correction, const T* V, int64_t ld, int64_t n, int64_t d0) {
-  using Vec = DecodeVec<T>;
+  using Vec = typename cpu::Vec<T>::V;
   constexpr int W = cpu::Vec<T>::lanes;
   Vec acc[Q][S];
   for (int r = 0; r < Q; ++r)
@@ -194,7 +189,7 @@ inline void absorb(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64
   chunk_scores<T, Q>(scores, s, K, V, ld, n, D);
   // The online softmax of each query over the chunk, whole vectors of scores at a time: the
   // keys a query does not see, and the lanes past n, score −∞ and so weigh 0.
-  using Vec = DecodeVec<T>;
+  using Vec = typename cpu::Vec<T>::V;
   constexpr int W = cpu::Vec<T>::lanes;
   static_assert(kDecodeKeyChunk % W == 0);
   const int64_t n_padded = (n + W - 1) / W * W;
