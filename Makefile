@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 TOKENS ?= 524288
 
-.PHONY: deps corpora build debug asan test test-release test-asan bench fuzz demo clean
+.PHONY: deps corpora build debug asan wide test test-release test-asan test-wide bench fuzz demo clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -41,7 +41,17 @@ test-release: build corpora
 test-asan: asan
 	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -E "Slow|Cli[A-Z.]"
 
-test: test-release test-asan
+# The kernels of an AVX-512 build (64-byte vectors; GCC splits each op in two where the
+# machine has only AVX2), under the unit tests of the areas that run them.
+WIDE_TESTS = test_ops test_model test_infer test_train test_eval
+wide: deps
+	@cmake --preset wide >/dev/null
+	@cmake --build --preset wide -j $(JOBS) --target $(WIDE_TESTS)
+
+test-wide: wide
+	@for t in $(WIDE_TESTS); do OMP_WAIT_POLICY=passive ./build/wide/$$t --gtest_brief=1 || exit 1; done
+
+test: test-release test-asan test-wide
 
 bench: BUILD_TARGETS = sps
 bench: build

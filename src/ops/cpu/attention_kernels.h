@@ -24,11 +24,12 @@ using cpu::store;
 // are each kernel's own: kAttentionKeyChunk in attention.cpp, kDecodeKeyChunk in decode.
 inline constexpr int64_t kTile = kAttentionQueryTile;
 
-// Rows of the micro-kernel: rows × 4 accumulators + 4 B vectors must fit the register file.
-#if defined(__AVX512F__) || defined(__aarch64__)
+// Rows of the micro-kernel: rows × 4 accumulators + 4 B vectors must fit the register file
+// (32 vectors with AVX-512, whose width kVecBytes == 64 stands for, and on ARM; 16 on AVX2).
+#if defined(__aarch64__)
 constexpr int kMicroRows = 6;
 #else
-constexpr int kMicroRows = 3;
+constexpr int kMicroRows = kVecBytes == 64 ? 6 : 3;
 #endif
 
 // Native vectors of T, and integer vectors with the same lane count (for lane compares).

@@ -21,8 +21,11 @@ template <typename T>
 inline constexpr int kSimdLanes = 64 / sizeof(T);
 
 // Bytes of the widest vector register the build targets, for kernels written with GCC's
-// vector extensions.
-#if defined(__AVX512F__)
+// vector extensions (or SPS_VECTOR_BYTES, which tests a wider build's kernels on a narrower
+// machine).
+#if defined(SPS_VECTOR_BYTES)
+inline constexpr int kVecBytes = SPS_VECTOR_BYTES;
+#elif defined(__AVX512F__)
 inline constexpr int kVecBytes = 64;
 #elif defined(__AVX__)
 inline constexpr int kVecBytes = 32;
