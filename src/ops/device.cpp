@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "ops/cpu/cpu_common.h"
+#include "ops/cpu/linear_packed.h"
 #include "util/error.h"
 #if SPS_WITH_CUDA
 #include "ops/cuda/gpu_info.h"
@@ -83,8 +84,10 @@ std::string describe_cpu_kernels() {
 #elif defined(__aarch64__)
   add(true, "NEON");
 #endif
-  return fmt::format("cpu kernels: {}-byte vectors{}", cpu::kVecBytes,
-                     sets.empty() ? "" : " (" + sets + ")");
+  const PackedLinearKernels<float>& packed = packed_linear<float>();
+  return fmt::format("cpu kernels: {}-byte vectors{}; packed linear: {} build, {}-byte vectors",
+                     cpu::kVecBytes, sets.empty() ? "" : " (" + sets + ")", packed.variant,
+                     packed.vector_bytes);
 }
 
 void require_usable_device(const Device& device, const std::string& what) {

@@ -43,8 +43,8 @@ CudaStatus cuda_status();
 std::string describe_cuda(const CudaStatus& status);
 
 // What the CPU backend's own kernels (attention, packed and decode linears, the elementwise
-// ops) were compiled for: their vector width and the instruction sets they use, for
-// `sps --version`.
+// ops) were compiled for, their vector width and instruction sets, and which build of the
+// packed linear runs on this CPU (ops/cpu/linear_packed.h), for `sps --version`.
 std::string describe_cpu_kernels();
 
 // Returns when this build and machine can use `device`; otherwise a UserError naming `what`

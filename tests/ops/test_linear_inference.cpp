@@ -13,6 +13,7 @@
 
 #include "float_reference.h"
 #include "gradcheck.h"
+#include "ops/cpu/linear_packed.h"
 #include "ops/ops.h"
 
 namespace sps {
@@ -202,6 +203,30 @@ TEST(LinearInference, EmbeddingFromAPackedTableEqualsTheTable) {
       ops::embedding_packed_forward(got.data(), tokens.data(), packed.data(), type, n, d, V);
       EXPECT_EQ(got, expected) << ops::weight_type_name(type) << ", V " << V;
     }
+}
+
+// Every build of the packed linear this CPU runs (linear_packed.h: the build's own, and the
+// AVX-512 one of a portable x86 build on an AVX-512 CPU) gives the baseline's bits, each with
+// its own panels, in every weight type; where only one runs the test says why.
+TEST(LinearInference, EveryRunnableVariantGivesTheSameBits) {
+  const auto variants = ops::runnable_packed_linear_variants<float>();
+  ASSERT_EQ(std::string(variants.front()->variant), "baseline");
+  const LinearCase<float> c(7, 300, 16 * 5 + 3);
+  for (const WeightType type : kTypes) {
+    std::vector<std::vector<float>> outputs;
+    for (const ops::PackedLinearKernels<float>* k : variants) {
+      std::vector<uint8_t> packed(k->weight_bytes(type, c.in_dim, c.out_dim));
+      k->pack_weight_rows(type, packed.data(), c.weight.data(), 0, c.out_dim, c.in_dim, c.out_dim, "w");
+      outputs.push_back(c.start);
+      k->forward(outputs.back().data(), c.in.data(), packed.data(), type, c.rows, c.in_dim, c.out_dim, true);
+    }
+    for (size_t i = 1; i < outputs.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(outputs[i].data(), outputs[0].data(), sizeof(float) * outputs[0].size()))
+          << variants[i]->variant << ", " << ops::weight_type_name(type);
+  }
+  if (variants.size() == 1)
+    GTEST_SKIP() << "only the baseline build runs here (no AVX-512 build in this binary, or no "
+                    "AVX-512F/BW/DQ/VL on this CPU)";
 }
 
 // A block whose values reach beyond what an fp16 scale times 127 holds is refused by name.

@@ -16,18 +16,21 @@
 // Every output element is the same chain of fused multiply-adds, k = 0 … in_dim − 1, started
 // from 0 (or from the old value when accumulating), whatever the number of rows and however
 // they are blocked: a row's result does not depend on the rows beside it, and a bf16 or int8
-// result equals the f32 kernel's on the widened weights.
+// result equals the f32 kernel's on the widened weights. Nor does it depend on the panel
+// width: this file is compiled once for the build's target and, in a portable x86 build, once
+// more for AVX-512 (SPS_KERNEL_VARIANT, linear_packed.h), and both give the same bits.
 #include <algorithm>
 #include <cstring>
 #include <exception>
 
 #include "ops/cpu/cpu_common.h"
+#include "ops/cpu/linear_packed.h"
 #include "ops/cpu/widen.h"
 #include "ops/ops.h"
 #include "util/error.h"
 #include "util/float_formats.h"
 
-namespace sps::ops {
+namespace sps::ops::SPS_KERNEL_VARIANT {
 namespace {
 
 using cpu::load;
@@ -298,10 +301,9 @@ void embedding_from_panels(T* out, const int32_t* tokens, const uint8_t* packed,
   }
 }
 
-}  // namespace
 
 template <typename T>
-int64_t packed_weight_bytes(WeightType type, int64_t in_dim, int64_t out_dim) {
+int64_t weight_bytes(WeightType type, int64_t in_dim, int64_t out_dim) {
   constexpr int64_t P = kPanelWidth<T>;
   const int64_t full = out_dim / P, rest = out_dim - full * P;
   switch (type) {
@@ -319,12 +321,12 @@ int64_t packed_weight_bytes(WeightType type, int64_t in_dim, int64_t out_dim) {
 }
 
 template <typename T>
-int64_t packed_panel_rows() {
+int64_t panel_rows() {
   return kPanelWidth<T>;
 }
 
 template <typename T>
-void pack_weight_rows(WeightType type, void* packed, const T* rows, int64_t first_row,
+void pack_weight(WeightType type, void* packed, const T* rows, int64_t first_row,
                       int64_t row_count, int64_t in_dim, int64_t out_dim,
                       const std::string& what) {
   constexpr int64_t P = kPanelWidth<T>;
@@ -343,7 +345,7 @@ void pack_weight_rows(WeightType type, void* packed, const T* rows, int64_t firs
 }
 
 template <typename T>
-void linear_packed_forward(T* out, const T* in, const void* packed, WeightType type, int64_t rows,
+void forward(T* out, const T* in, const void* packed, WeightType type, int64_t rows,
                            int64_t in_dim, int64_t out_dim, bool accumulate) {
   SPS_ASSERT(rows >= 0 && in_dim >= 0 && out_dim >= 0);
   if (rows == 0 || out_dim == 0) return;
@@ -359,7 +361,7 @@ void linear_packed_forward(T* out, const T* in, const void* packed, WeightType t
 }
 
 template <typename T>
-void embedding_packed_forward(T* out, const int32_t* tokens, const void* packed, WeightType type,
+void embedding(T* out, const int32_t* tokens, const void* packed, WeightType type,
                               int64_t n, int64_t d, int64_t V) {
   const auto* p = static_cast<const uint8_t*>(packed);
   switch (type) {
@@ -371,17 +373,17 @@ void embedding_packed_forward(T* out, const int32_t* tokens, const void* packed,
   }
 }
 
-#define SPS_INSTANTIATE(T)                                                                      \
-  template int64_t packed_weight_bytes<T>(WeightType, int64_t, int64_t);                        \
-  template int64_t packed_panel_rows<T>();                                                      \
-  template void pack_weight_rows<T>(WeightType, void*, const T*, int64_t, int64_t, int64_t,     \
-                                    int64_t, const std::string&);                               \
-  template void linear_packed_forward<T>(T*, const T*, const void*, WeightType, int64_t,        \
-                                         int64_t, int64_t, bool);                               \
-  template void embedding_packed_forward<T>(T*, const int32_t*, const void*, WeightType, int64_t, \
-                                            int64_t, int64_t);
-SPS_INSTANTIATE(float)
-SPS_INSTANTIATE(double)
-#undef SPS_INSTANTIATE
 
-}  // namespace sps::ops
+}  // namespace
+
+template <typename T>
+const PackedLinearKernels<T>& packed_linear_kernels() {
+  static const PackedLinearKernels<T> kernels{SPS_STRINGIFY(SPS_KERNEL_VARIANT), cpu::kVecBytes,
+                                              panel_rows<T>, weight_bytes<T>, pack_weight<T>,
+                                              forward<T>, embedding<T>};
+  return kernels;
+}
+template const PackedLinearKernels<float>& packed_linear_kernels<float>();
+template const PackedLinearKernels<double>& packed_linear_kernels<double>();
+
+}  // namespace sps::ops::SPS_KERNEL_VARIANT
