@@ -1,8 +1,9 @@
 // The oneDNN wrapper (ops/cpu/onednn_matmul.h) in f32 against the CPU's sgemm and a double
 // reference, for every transpose, padded leading dimensions, accumulation and prepared
 // weights, and for the forward, input-gradient and weight-gradient GEMMs of every linear
-// layer of the tiny model: this runs on every CPU, so the glue a bf16 path shares is tested
-// where bf16 is not native.
+// layer of the tiny model: this runs on every CPU, so the glue the bf16 path shares is tested
+// where bf16 is not native. Then oneDNN's bf16 path against the rounded-sgemm path where the
+// CPU has a bf16 matmul (a skip naming the ISA elsewhere).
 #include <cblas.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "gemm_bound.h"
+#include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/onednn_matmul.h"
 
 namespace sps::testing {
@@ -126,6 +128,39 @@ TEST(OnednnMatmul, ReportsItsImplementationAndIsa) {
   EXPECT_NE(onednn::implementation(g), "none");
   EXPECT_EQ(onednn::version().rfind("oneDNN 2.", 0), 0u) << onednn::version();
   EXPECT_FALSE(onednn::cpu_isa().empty());
+}
+
+// oneDNN's bf16 matmul against the rounded-sgemm path: the same rounded operands, so the
+// outputs agree to the error of two fp32 sums of K exact products.
+TEST(OnednnMatmul, Bf16MatchesTheRoundedSgemmPathWhereTheCpuHasIt) {
+  onednn::Gemm probe;
+  probe.type = onednn::DataType::bf16;
+  probe.M = probe.N = probe.K = probe.lda = probe.ldb = probe.ldc = 64;
+  if (!onednn::available(probe))
+    GTEST_SKIP() << onednn::version()
+                 << " has no bf16 matmul on this CPU (its ISA: " << onednn::cpu_isa()
+                 << "); oneDNN 2.6 needs avx512_core_bf16 or avx512_core_amx for one";
+  using ops::cpu::Bf16Path;
+  const int64_t rows = 45, in_dim = 72, out_dim = 56, ld_in = 75, ld_out = 60;
+  const std::vector<float> in = normal_matrix(rows * ld_in, 1),
+                           weight = normal_matrix(out_dim * in_dim, 2),
+                           dout = normal_matrix(rows * ld_out, 3),
+                           start = normal_matrix(rows * ld_in, 4);
+  const auto copies = ops::cpu::bf16_weight_copies(weight.data(), out_dim * in_dim);
+  std::vector<float> out[2], din[2], dweight[2];
+  for (const Bf16Path path : {Bf16Path::onednn, Bf16Path::rounded_sgemm}) {
+    const int p = int(path);
+    out[p] = normal_matrix(rows * ld_out, 5);
+    din[p] = start;
+    dweight[p] = normal_matrix(out_dim * in_dim, 6);
+    ops::cpu::linear_forward_bf16(path, out[p].data(), in.data(), weight.data(), rows, in_dim,
+                                  out_dim, true, ld_in, ld_out);
+    ops::cpu::linear_backward_bf16(path, din[p].data(), dweight[p].data(), dout.data(), in.data(),
+                                   weight.data(), rows, in_dim, out_dim, true, ld_in, ld_out);
+  }
+  EXPECT_LT(max_relative_error(out[0], out[1]), 1e-5);
+  EXPECT_LT(max_relative_error(din[0], din[1]), 1e-5);
+  EXPECT_LT(max_relative_error(dweight[0], dweight[1]), 1e-5);
 }
 
 }  // namespace
