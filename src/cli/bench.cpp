@@ -137,7 +137,8 @@ void register_attention_bench(CLI::App* bench) {
   attention->add_option("--head-dim", attn_head_dim, "head size D (even)")->check(CLI::Range(2, 1024));
   attention->add_option("--repeats", attn_repeats, "timed runs")->check(CLI::Range(1, 1000));
   const DeviceChoice& on = add_device_and_precision_options(
-      attention, "sps bench attention", "fp32 or bf16: the GPU's tensor-core attention");
+      attention, "sps bench attention", "fp32 or bf16: the GPU's tensor-core attention",
+      Bf16On::gpu_only);
   attention->callback([&on] {
     if (attn_head_dim % 2) fail("--head-dim must be even, got {}", attn_head_dim);
     run_attention_bench(ops::parse_device(on.device, "--device"),
@@ -162,7 +163,9 @@ void register_step_bench(CLI::App* bench) {
   step->add_flag("--forward-only", options.forward_only,
                  "time the forward alone (no backward; FLOPs count the forward only)");
   const DeviceChoice& on = add_device_and_precision_options(
-      step, "sps bench step", "fp32 or bf16: the GPU's GEMMs and attention on bf16 operands");
+      step, "sps bench step",
+      "fp32 or bf16: the GEMMs on bf16 operands (on a GPU the attention's products too)",
+      Bf16On::every_device);
   step->callback([&on] {
     options.config = load_model_config(config_path, overrides);
     if (options.tokens > options.config.block_size)

@@ -29,12 +29,13 @@ Model<T>::Model(const ModelConfig& config, const ops::Backend<T>& backend)
       backend_(backend) {
   weights_.reset(size_t(table_.total()));
   backend_.fill(weights_.data(), table_.total(), T(0));
+  gemm_weights_ = backend_.gemm_weight_copies(weights_.data(), table_.total());
 }
 
 template <typename T>
 void Model<T>::init_weights(uint64_t seed) {
   SPS_ASSERT(!packed_);
-  ops::on_host(backend_, weights_.data(), size_t(table_.total()), ops::HostAccess::write,
+  ops::on_host(backend_, weights(), size_t(table_.total()), ops::HostAccess::write,
                [&](T* weights) { init_parameters(weights, table_, config_, seed); });
 }
 
@@ -44,7 +45,7 @@ void Model<T>::pack_for_inference() {
   const int64_t d = config_.hidden_size, F = config_.intermediate_size;
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     const LayerParams& p = table_.layer(l);
-    T* W = weights_.data();
+    T* W = weights();
     if (!backend_.pack_linear_weight(W + p.c_attn, d, 3 * d)) return;  // no packed layout
     backend_.pack_linear_weight(W + p.c_proj, d, d);
     backend_.pack_linear_weight(W + p.gate_up, d, 2 * F);
