@@ -121,9 +121,17 @@ void register_gemm_bench(CLI::App* bench) {
   auto* gemm = bench->add_subcommand("gemm", "the sgemm rate BLAS reaches with these threads");
   static int64_t gemm_n = 2048;
   static int gemm_repeats = 5;
-  gemm->add_option("--size", gemm_n, "matrix size n (n×n×n)")->check(CLI::Range(64, 16384));
+  static std::string gemm_precision = "fp32";
+  gemm->add_option("--size", gemm_n,
+                   "matrix size n (n×n×n; with bf16 also the rows of the layer shapes)")
+      ->check(CLI::Range(64, 16384));
   gemm->add_option("--repeats", gemm_repeats, "timed runs")->check(CLI::Range(1, 1000));
-  gemm->callback([] { run_gemm_bench(gemm_n, gemm_repeats); });
+  gemm->add_option("--precision", gemm_precision,
+                   "fp32, or bf16: the CPU's bf16 GEMMs beside oneDNN's matmuls and sgemm")
+      ->capture_default_str();
+  gemm->callback([] {
+    run_gemm_bench(gemm_n, gemm_repeats, ops::parse_precision(gemm_precision, "--precision"));
+  });
 }
 
 void register_attention_bench(CLI::App* bench) {

@@ -83,10 +83,12 @@ TEST(SpsCli, DeviceThatCannotRunIsOneLineAndStatus2) {
   EXPECT_EQ(run_command(kSps + " bench attention --precision bf16 2>&1", &out), 2);
   EXPECT_EQ(out, "sps: --precision: bf16 here is the GPU's (--device cuda); on the CPU sps bench "
                  "attention computes in fp32\n");
+  EXPECT_EQ(run_command(kSps + " bench gemm --precision fp16 2>&1", &out), 2);
+  EXPECT_EQ(out, "sps: --precision: 'fp16' is not a precision; expected fp32 or bf16\n");
 }
 
-// bf16 on the CPU: the step benchmark says which path the GEMMs take (the line `sps --version`
-// prints) and runs it, allocating nothing per step.
+// bf16 on the CPU: the step and the GEMM benchmarks say which path the GEMMs take (the line
+// `sps --version` prints) and run it; the step allocates nothing per step.
 TEST(SpsCli, Bf16BenchmarksRunOnTheCpuAndNameTheirPath) {
   std::string version, out;
   ASSERT_EQ(run_command(kSps + " --version", &version), 0);
@@ -102,6 +104,11 @@ TEST(SpsCli, Bf16BenchmarksRunOnTheCpuAndNameTheirPath) {
   EXPECT_NE(out.find(" threads, bf16, median of "), std::string::npos) << out;
   EXPECT_NE(out.find("\n  " + path + "\n"), std::string::npos) << path << " not in:\n" << out;
   EXPECT_NE(out.find("allocations per step 0\n"), std::string::npos) << out;
+  ASSERT_EQ(run_command(kSps + " bench gemm --precision bf16 --size 64 --repeats 1 2>&1", &out), 0)
+      << out;
+  EXPECT_EQ(out.rfind(path + "\noneDNN 2.", 0), 0u) << out;
+  EXPECT_NE(out.find("\n64×64×64 "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n64×768×2304 "), std::string::npos) << out;
 }
 
 }  // namespace
