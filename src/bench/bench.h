@@ -16,7 +16,10 @@ double measure_sgemm_gflops(int64_t n, int repeats);
 // backend's operand precision), each run timed to a download that waits for it.
 double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n, int repeats);
 
-void run_gemm_bench(int64_t n, int repeats);
+// fp32: sgemm at n³. bf16 (the CPU's): the bf16 GEMM path this process takes, at n³ and at the
+// shapes of an s-scale block's projections on n rows, beside oneDNN's own bf16 and f32
+// matmuls and sgemm.
+void run_gemm_bench(int64_t n, int repeats, ops::Precision precision = ops::Precision::fp32);
 
 struct StepBenchOptions {
   ModelConfig config;

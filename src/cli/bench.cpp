@@ -121,9 +121,17 @@ void register_gemm_bench(CLI::App* bench) {
   auto* gemm = bench->add_subcommand("gemm", "the sgemm rate BLAS reaches with these threads");
   static int64_t gemm_n = 2048;
   static int gemm_repeats = 5;
-  gemm->add_option("--size", gemm_n, "matrix size n (n×n×n)")->check(CLI::Range(64, 16384));
+  static std::string gemm_precision = "fp32";
+  gemm->add_option("--size", gemm_n,
+                   "matrix size n (n×n×n; with bf16 also the rows of the layer shapes)")
+      ->check(CLI::Range(64, 16384));
   gemm->add_option("--repeats", gemm_repeats, "timed runs")->check(CLI::Range(1, 1000));
-  gemm->callback([] { run_gemm_bench(gemm_n, gemm_repeats); });
+  gemm->add_option("--precision", gemm_precision,
+                   "fp32, or bf16: the CPU's bf16 GEMMs beside oneDNN's matmuls and sgemm")
+      ->capture_default_str();
+  gemm->callback([] {
+    run_gemm_bench(gemm_n, gemm_repeats, ops::parse_precision(gemm_precision, "--precision"));
+  });
 }
 
 void register_attention_bench(CLI::App* bench) {
@@ -137,7 +145,8 @@ void register_attention_bench(CLI::App* bench) {
   attention->add_option("--head-dim", attn_head_dim, "head size D (even)")->check(CLI::Range(2, 1024));
   attention->add_option("--repeats", attn_repeats, "timed runs")->check(CLI::Range(1, 1000));
   const DeviceChoice& on = add_device_and_precision_options(
-      attention, "sps bench attention", "fp32 or bf16: the GPU's tensor-core attention");
+      attention, "sps bench attention", "fp32 or bf16: the GPU's tensor-core attention",
+      Bf16On::gpu_only);
   attention->callback([&on] {
     if (attn_head_dim % 2) fail("--head-dim must be even, got {}", attn_head_dim);
     run_attention_bench(ops::parse_device(on.device, "--device"),
@@ -162,7 +171,9 @@ void register_step_bench(CLI::App* bench) {
   step->add_flag("--forward-only", options.forward_only,
                  "time the forward alone (no backward; FLOPs count the forward only)");
   const DeviceChoice& on = add_device_and_precision_options(
-      step, "sps bench step", "fp32 or bf16: the GPU's GEMMs and attention on bf16 operands");
+      step, "sps bench step",
+      "fp32 or bf16: the GEMMs on bf16 operands (on a GPU the attention's products too)",
+      Bf16On::every_device);
   step->callback([&on] {
     options.config = load_model_config(config_path, overrides);
     if (options.tokens > options.config.block_size)
