@@ -258,6 +258,8 @@ class TrainingLoop {
   StepOutcome step(double lr);
   void log_step(double lr, const StepOutcome& out);
   double tokens_per_second() const;
+  // Writes a metrics record and shows it to on_metrics.
+  void record(const nlohmann::ordered_json& record);
   // Fills micro-batch `micro` of the step from this rank's next windows.
   void read_batch(int64_t micro, int32_t* xs, int32_t* ys);
 
@@ -284,6 +286,7 @@ class TrainingLoop {
   double train_seconds_ = 0, interval_seconds_ = 0;
   int64_t interval_tokens_ = 0;
   double last_val_ = -1, stop_votes_ = 0;
+  bool stop_asked_ = false;  // on_metrics returned false
   double mark_ = 0;  // when the training time counted so far ends
 };
 
@@ -320,15 +323,17 @@ TrainSummary TrainingLoop::run() {
   summary.tokens = state_.tokens;
   summary.val_nll = last_val_;
   summary.tokens_per_second = tokens_per_second();
+  summary.signal = signals_.signal();
   return summary;
 }
 
-// A signal (on any rank, by the votes the last step exchanged) or --stop-after ends the run
-// early at this boundary; a finished run ends by finish() instead.
+// A signal or on_metrics (with several processes, by the votes the last step exchanged; in
+// one, whenever they came) or --stop-after ends the run early at this boundary; a finished
+// run ends by finish() instead.
 bool TrainingLoop::stop_due() const {
   const int64_t steps_now = state_.step - first_step_;
   return state_.step < total_steps_ &&
-         (stop_votes_ > 0 ||
+         (stop_votes_ > 0 || (ranks_ == 1 && (stop_asked_ || signals_.requested())) ||
           (options_.stop_after_steps > 0 && steps_now >= options_.stop_after_steps));
 }
 
@@ -355,7 +360,7 @@ double TrainingLoop::evaluate() {
     record["tokens"] = state_.tokens;
     record["val_nll"] = last_val_;
     record["eval_seconds"] = seconds;
-    metrics_.write(record);
+    this->record(record);
     console_.say(fmt::format("step {}/{}  {} tokens  val NLL {:.4f}  ({} windows, {:.1f} s)",
                              state_.step, total_steps_, state_.tokens, last_val_,
                              data_.validation.windows.size(), seconds));
@@ -404,8 +409,9 @@ void TrainingLoop::finish(bool evaluated_here) {
 // One optimizer step, and the state after it. A non-finite loss or gradient ends the run
 // before anything is written.
 StepOutcome TrainingLoop::step(double lr) {
+  const double vote = signals_.requested() || stop_asked_ ? 1.0 : 0.0;
   const StepOutcome out = train_step(model_, optimizer_, collective_, B_, A_, batches_, x_, y_, lr,
-                                     config_.optimizer.grad_clip, signals_.requested() ? 1.0 : 0.0);
+                                     config_.optimizer.grad_clip, vote);
   if (!out.finite)
     fail("step {}: the {} is not finite (loss {}, gradient norm {}); stopping. The last good "
          "checkpoint is kept; lower optimizer.learning_rate or check the data",
@@ -444,7 +450,7 @@ void TrainingLoop::log_step(double lr, const StepOutcome& out) {
     record["grad_norm"] = out.grad_norm;
     record["tokens_per_second"] = double(interval_tokens_) / interval_seconds_;
     record["peak_rss_bytes"] = peak_rss_bytes();
-    metrics_.write(record);
+    this->record(record);
     interval_tokens_ = 0;
     interval_seconds_ = 0;
   }
@@ -452,6 +458,11 @@ void TrainingLoop::log_step(double lr, const StepOutcome& out) {
       state_.tokens, total_steps_ * tokens_per_step_,
       fmt::format("step {}/{} · loss {:.4f} · val {}", state_.step, total_steps_, out.loss,
                   last_val_ >= 0 ? fmt::format("{:.4f}", last_val_) : "-"));
+}
+
+void TrainingLoop::record(const nlohmann::ordered_json& record) {
+  metrics_.write(record);
+  if (options_.on_metrics && !options_.on_metrics(record)) stop_asked_ = true;
 }
 
 // This invocation's training rate, evaluation excluded.
