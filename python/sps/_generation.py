@@ -88,6 +88,10 @@ class GenerationStream:
                                _logprob(logprob)))
         return self._pending.pop(0)
 
+    def finish(self) -> List[Generation]:
+        """Generates to the end (without yielding the tokens) and returns every row's result."""
+        return [_generation(d) for d in self._s.finish()]
+
     def results(self) -> List[Generation]:
         """Every row's generation so far (complete once the iteration is over)."""
         return [_generation(d) for d in self._s.results()]

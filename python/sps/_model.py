@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _progress, _sps
-from ._generation import Generation, GenerationStream, _generation
+from ._generation import Generation, GenerationStream
 from ._tokenizer import Tokenizer
 
 TextOrIds = Union[str, bytes, Sequence[int], np.ndarray]
@@ -126,7 +126,7 @@ class Model:
         s = self.stream(prompts, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                         seed=seed, stop=stop, forbid=forbid, ignore_eos=ignore_eos,
                         truncate=truncate, logprobs=logprobs, prefill_rows=prefill_rows)
-        results = [_generation(d) for d in s._s.finish()]
+        results = s.finish()
         self.last_generation_stats = s.stats
         return results[0] if single else results
 
