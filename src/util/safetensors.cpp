@@ -73,6 +73,8 @@ class HeaderReader {
   explicit HeaderReader(SafetensorsHeader* header) : header_(header) {}
   const std::string& error() const { return error_; }
   bool finished() const { return where_ == Where::done; }
+  // Where the JSON parser stopped at a syntax error (1-based, as nlohmann counts); 0 if none.
+  size_t error_position() const { return error_position_; }
 
   bool null() { return unexpected("null"); }
   bool boolean(bool) { return unexpected("a boolean"); }
@@ -210,6 +212,7 @@ class HeaderReader {
   }
 
   bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& ex) {
+    error_position_ = position;
     // Drop the "[json.exception.parse_error.101] " prefix; keep the explanation.
     std::string what = ex.what();
     size_t close = what.find("] ");
@@ -266,7 +269,33 @@ class HeaderReader {
   int fields_seen_ = 0;  // bits: dtype, shape, data_offsets
   int offsets_count_ = 0;
   std::string error_;
+  size_t error_position_ = 0;
 };
+
+// The offset just past the '}' that closes the JSON object starting the header, or npos
+// when it never closes in [0, n): braces are counted outside strings only.
+size_t json_object_end(const char* text, size_t n) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string::npos;
+}
+
+bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // numel of `shape`, false on overflow.
 bool checked_numel(const std::vector<int64_t>& shape, int64_t* numel) {
@@ -400,7 +429,24 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, size_t size,
   header.data_offset = 8 + header_bytes;
   HeaderReader reader(&header);
   const char* json_begin = reinterpret_cast<const char*>(bytes + 8);
-  bool ok = nlohmann::json::sax_parse(json_begin, json_begin + header_bytes, &reader);
+  const bool ok = nlohmann::json::sax_parse(json_begin, json_begin + header_bytes, &reader);
+  // A wrong header length shows as JSON cut short or followed by data bytes; name it rather
+  // than the bytes the JSON parser stumbled on. Only spaces may follow the JSON (nlohmann's
+  // parser also stops at a NUL, which would hide what comes after it).
+  const size_t json_end = json_object_end(json_begin, header_bytes);
+  if (json_end == std::string::npos && (!ok || !reader.finished()) &&
+      reader.error_position() >= header_bytes)
+    fail("{}: invalid safetensors header: the header length {} ends inside the JSON header "
+         "(a damaged header length, or a truncated file?)",
+         source, header_bytes);
+  if (json_end != std::string::npos && (ok || reader.error_position() > json_end)) {
+    size_t k = json_end;
+    while (k < header_bytes && is_json_space(json_begin[k])) ++k;
+    if (k < header_bytes)
+      fail("{}: invalid safetensors header: the JSON header ends at byte {} but the header length "
+           "is {}, and header byte {} is 0x{:02x}, not space padding (a damaged header length?)",
+           source, json_end, header_bytes, k, static_cast<unsigned char>(json_begin[k]));
+  }
   if (!ok || !reader.finished()) {
     fail("{}: invalid safetensors header: {}", source,
          reader.error().empty() ? std::string("incomplete JSON") : reader.error());

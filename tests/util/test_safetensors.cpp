@@ -156,6 +156,36 @@ TEST(Safetensors, HeaderIsPaddedWithSpacesAndOmitsEmptyMetadata) {
   EXPECT_EQ(file.read_as_double("x"), (std::vector<double>{2.0}));
 }
 
+// A header length that does not end where the JSON does is named as such, not shown as the
+// bytes the JSON parser met.
+TEST(Safetensors, WrongHeaderLengthIsNamed) {
+  const std::string header = "{" + kTensorA + "}";
+  const std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
+  const std::string data("\x01\x02\x03\x04\x05\x06\x07\x08", 8);
+  ASSERT_NO_THROW(parse(image(padded, data)));
+  // One byte long: the first data byte is read as header.
+  EXPECT_REJECTED(image(padded, data, padded.size() + 1),
+                  "the JSON header ends at byte " + std::to_string(header.size()) +
+                      " but the header length is " + std::to_string(padded.size() + 1) +
+                      ", and header byte " + std::to_string(padded.size()) +
+                      " is 0x01, not space padding (a damaged header length?)");
+  // Cut inside the JSON.
+  EXPECT_REJECTED(
+      image(padded, data, header.size() - 3),
+      "the header length " + std::to_string(header.size() - 3) + " ends inside the JSON header");
+  for (uint64_t n = 1; n < header.size(); ++n) {
+    const std::string message = error_of(image(padded, data, n));
+    EXPECT_NE(message.find("header length"), std::string::npos) << n << ": " << message;
+  }
+}
+
+// nlohmann's parser ends the JSON at a NUL: without a check, anything after it would pass.
+TEST(Safetensors, RejectsANulInThePadding) {
+  EXPECT_REJECTED(image(std::string("{}\0     ", 8)), "header byte 2 is 0x00, not space padding");
+  EXPECT_REJECTED(image(std::string("{}   \0garbage", 14)), "header byte 5 is 0x00");
+  EXPECT_NO_THROW(parse(image("{}  \t\r\n  ")));  // JSON's own whitespace is padding
+}
+
 TEST(Safetensors, WriteRejectsBadInput) {
   TempDir dir;
   const float x = 1.0f;
@@ -199,10 +229,10 @@ TEST(Safetensors, RejectsHeaderLengthBeyondFile) {
 }
 
 TEST(Safetensors, RejectsBadJson) {
-  EXPECT_REJECTED(image(""), "invalid JSON");
+  EXPECT_REJECTED(image(""), "the header length 0 ends inside the JSON header");
   EXPECT_REJECTED(image("not json"), "invalid JSON");
-  EXPECT_REJECTED(image("{\"a\":"), "invalid JSON");
-  EXPECT_REJECTED(image("{} trailing"), "invalid JSON");
+  EXPECT_REJECTED(image("{\"a\":"), "the header length 5 ends inside the JSON header");
+  EXPECT_REJECTED(image("{} trailing"), "header byte 3 is 0x74, not space padding");
   EXPECT_REJECTED(image("{\"\xff\":{}}"), "invalid JSON");  // not UTF-8
   EXPECT_REJECTED(image(std::string("{\0}", 3)), "invalid JSON");
 }
