@@ -6,6 +6,7 @@
 #include "cli/model_files.h"
 #include "model/config.h"
 #include "model/family.h"
+#include "model/weights_io.h"
 #include "serve/server.h"
 #include "util/error.h"
 
@@ -202,6 +203,7 @@ std::vector<GenerateBenchModel> generate_bench_models(const std::vector<std::str
     const std::filesystem::path folder = std::filesystem::path(files.weights_path).parent_path();
     GenerateBenchModel m;
     m.config = load_model_config(files.config_path, {});
+    require_saved_model(files.weights_path, m.config, files.config_path);
     m.weights = files.weights_path;
     // A trainer's checkpoints are RUN/checkpoints/NAME: call them RUN/NAME.
     const std::filesystem::path parent = folder.parent_path();

@@ -1,5 +1,7 @@
 #include "model/weights_io.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <cmath>
 #include <set>
 #include <vector>
@@ -39,7 +41,7 @@ void save_weights(const std::string& path, const ParamTable& table, const T* wei
 }
 
 template <typename T>
-void load_weights(const std::string& path, const ParamTable& table, T* weights) {
+bool load_weights(const std::string& path, const ParamTable& table, T* weights) {
   SafetensorsFile file(path);
   std::set<std::string> expected;
   for (const auto& e : table.entries()) expected.insert(e.name);
@@ -66,13 +68,35 @@ void load_weights(const std::string& path, const ParamTable& table, T* weights) 
         fail("{}: tensor '{}' holds a non-finite value ({}) at index {}", path, e.name,
              values[k], k);
   }
+  return file.has_checksums();
+}
+
+void require_saved_model(const std::string& weights_path, const ModelConfig& config,
+                         const std::string& config_source) {
+  const SafetensorsFile file(weights_path);
+  const auto it = file.header().metadata.find("config");
+  if (it == file.header().metadata.end()) return;
+  YAML::Node saved;
+  try {
+    saved = YAML::Load(it->second);
+  } catch (const YAML::Exception&) {
+    fail("{}: the config in its metadata is not YAML", weights_path);
+  }
+  if (saved.IsMap() && saved["model"]) saved = saved["model"];  // a whole recipe, or its model
+  const ModelConfig stored = model_config_from_yaml(saved, weights_path + " (metadata)");
+  for (const ModelFieldDifference& d : model_config_differences(stored, config)) {
+    if (d.field == "model.persistent_key_window") continue;
+    fail("{} was saved with {} = {}, but {} says {}; the model stored with the weights decides "
+         "(restore the config's value)",
+         weights_path, d.field, d.first, config_source, d.second);
+  }
 }
 
 template void save_weights<float>(const std::string&, const ParamTable&, const float*,
                                   const std::string&);
 template void save_weights<double>(const std::string&, const ParamTable&, const double*,
                                    const std::string&);
-template void load_weights<float>(const std::string&, const ParamTable&, float*);
-template void load_weights<double>(const std::string&, const ParamTable&, double*);
+template bool load_weights<float>(const std::string&, const ParamTable&, float*);
+template bool load_weights<double>(const std::string&, const ParamTable&, double*);
 
 }  // namespace sps

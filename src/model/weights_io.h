@@ -5,6 +5,7 @@
 // tensor.
 #include <string>
 
+#include "model/config.h"
 #include "model/params.h"
 
 namespace sps {
@@ -16,8 +17,18 @@ void save_weights(const std::string& path, const ParamTable& table, const T* wei
                   const std::string& config_yaml = "");
 
 // Loads F32, F64 or BF16 tensors into `weights`. Missing, extra, misshapen tensors and
-// unsupported dtypes are errors.
+// unsupported dtypes are errors, and so is a tensor that fails its checksum
+// (util/safetensors.h). Returns whether the file had checksums to verify (files written
+// before sps recorded them have none: the caller notes that, util's unverified_note).
 template <typename T>
-void load_weights(const std::string& path, const ParamTable& table, T* weights);
+bool load_weights(const std::string& path, const ParamTable& table, T* weights);
+
+// The model a weights file was saved with decides what it is: `config` (read from
+// `config_source`) must equal the model section stored in the file's metadata in every
+// field but model.persistent_key_window (an analysis setting applied when the model runs).
+// A difference is a UserError naming the field and both values; a file that stores no model
+// section (another tool's) passes.
+void require_saved_model(const std::string& weights_path, const ModelConfig& config,
+                         const std::string& config_source);
 
 }  // namespace sps

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -311,6 +312,51 @@ bool checked_numel(const std::vector<int64_t>& shape, int64_t* numel) {
   return true;
 }
 
+bool is_checksum_text(const std::string& text) {
+  if (text.size() != 32) return false;
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// Moves the checksums' metadata entry into the tensors: a JSON object naming exactly the
+// file's tensors, each with 32 hex digits.
+void attach_checksums(SafetensorsHeader& header, const std::string& source) {
+  const auto entry = header.metadata.find(kChecksumsKey);
+  if (entry == header.metadata.end()) return;
+  const std::string& text = entry->second;
+  // A real entry is about 40 bytes per tensor plus its name (up to 6 bytes per byte when
+  // escaped): anything larger is refused before it is parsed.
+  size_t bound = 16;
+  for (const TensorInfo& t : header.tensors) bound += 48 + 6 * t.name.size();
+  nlohmann::json sums;
+  if (text.size() <= bound) sums = nlohmann::json::parse(text, nullptr, false);
+  if (!sums.is_object())
+    fail("{}: invalid safetensors header: __metadata__ '{}' is not a JSON object of checksums",
+         source, kChecksumsKey);
+  if (sums.size() != header.tensors.size())
+    fail("{}: invalid safetensors header: __metadata__ '{}' holds {} checksums for {} tensors",
+         source, kChecksumsKey, sums.size(), header.tensors.size());
+  for (TensorInfo& t : header.tensors) {
+    const auto sum = sums.find(t.name);
+    if (sum == sums.end() || !sum->is_string() || !is_checksum_text(sum->get<std::string>()))
+      fail("{}: invalid safetensors header: no checksum (32 hex digits) for tensor '{}' in "
+           "__metadata__ '{}'",
+           source, printable(t.name), kChecksumsKey);
+    t.checksum = sum->get<std::string>();
+  }
+  header.metadata.erase(entry);
+  header.checksummed = true;
+}
+
+std::string canonical_hex(XXH128_hash_t hash) {
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, hash);
+  std::string out;
+  for (unsigned char byte : canonical.digest) out += fmt::format("{:02x}", byte);
+  return out;
+}
+
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
@@ -370,6 +416,16 @@ void convert_elements(DType dtype, const uint8_t* src, size_t n, Out* dst) {
 }
 
 }  // namespace
+
+std::string xxh3_128_hex(const void* bytes, size_t size) {
+  return canonical_hex(XXH3_128bits(bytes, size));
+}
+
+std::string unverified_note(const std::string& what) {
+  return fmt::format("note: {} has no tensor checksums (written before sps recorded them), so "
+                     "its data are not verified",
+                     what);
+}
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
@@ -451,6 +507,7 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, size_t size,
     fail("{}: invalid safetensors header: {}", source,
          reader.error().empty() ? std::string("incomplete JSON") : reader.error());
   }
+  attach_checksums(header, source);
 
   const uint64_t data_bytes = size - header.data_offset;
   for (const TensorInfo& t : header.tensors) {
@@ -558,10 +615,15 @@ void SafetensorsFile::read_into(const std::string& name, Out* out) const {
   const size_t n = static_cast<size_t>(info->numel()), width = dtype_size(info->dtype);
   const uint8_t* src = static_cast<const uint8_t*>(data(*info));
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  // The checksum is taken chunk by chunk as the values are converted: one pass over the file.
+  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> hash(XXH3_createState(),
+                                                                             XXH3_freeState);
+  SPS_ASSERT(hash && XXH3_128bits_reset(hash.get()) == XXH_OK);
   constexpr size_t kChunk = size_t(1) << 20;  // elements
   for (size_t first = 0; first < n; first += kChunk) {
     const size_t count = std::min(kChunk, n - first);
     const uint8_t* begin = src + first * width;
+    if (has_checksums()) XXH3_128bits_update(hash.get(), begin, count * width);
     convert_elements(info->dtype, begin, count, out + first);
     // The pages read so far leave memory (the mapping is read-only and file-backed: a later
     // read faults them in again), so a file costs one chunk beyond what it is copied into.
@@ -569,6 +631,9 @@ void SafetensorsFile::read_into(const std::string& name, Out* out) const {
     const uintptr_t to = uintptr_t(begin + count * width) / page * page;
     if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
   }
+  if (has_checksums() && canonical_hex(XXH3_128bits_digest(hash.get())) != info->checksum)
+    fail("{}: tensor '{}' does not match its checksum: the file is damaged", path_,
+         printable(name));
 }
 
 template void SafetensorsFile::read_into<float>(const std::string&, float*) const;
@@ -593,20 +658,13 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
     }
   };
 
-  std::string header = "{";
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [key, value] : metadata) {
-      if (!first) header += ',';
-      first = false;
-      header += quoted(key) + ':' + quoted(value);
-    }
-    header += '}';
-  }
+  if (metadata.count(kChecksumsKey))
+    fail("{}: the metadata key '{}' is reserved for the tensors' checksums", path, kChecksumsKey);
   std::unordered_set<std::string> names;
   std::vector<uint64_t> sizes;
   uint64_t offset = 0;
+  std::string entries;  // ,"name":{…} per tensor
+  json checksums = json::object();
   for (const TensorToWrite& t : tensors) {
     if (t.name == "__metadata__") fail("{}: '__metadata__' cannot name a tensor", path);
     if (!names.insert(t.name).second) fail("{}: duplicate tensor name '{}'", path, printable(t.name));
@@ -618,14 +676,21 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
         __builtin_mul_overflow(static_cast<uint64_t>(numel), dtype_size(t.dtype), &bytes))
       fail("{}: tensor '{}': shape {} is too large", path, printable(t.name), shape_text(t.shape));
     SPS_ASSERT(bytes == 0 || t.data != nullptr);
-    if (header.size() > 1) header += ',';
-    header += fmt::format("{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                          quoted(t.name), dtype_name(t.dtype), fmt::join(t.shape, ","), offset,
-                          offset + bytes);
+    entries += fmt::format(",{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                           quoted(t.name), dtype_name(t.dtype), fmt::join(t.shape, ","), offset,
+                           offset + bytes);
+    checksums[t.name] = xxh3_128_hex(t.data, bytes);
     offset += bytes;
     sizes.push_back(bytes);
   }
-  header += '}';
+  std::map<std::string, std::string> all_metadata = metadata;
+  all_metadata[kChecksumsKey] = checksums.dump();
+  std::string header = "{\"__metadata__\":{";
+  for (const auto& [key, value] : all_metadata) {
+    if (header.back() != '{') header += ',';
+    header += quoted(key) + ':' + quoted(value);
+  }
+  header += '}' + entries + '}';
   // Spaces up to a multiple of 8 keep the data section 8-byte aligned.
   header.append((8 - header.size() % 8) % 8, ' ');
   if (header.size() > kMaxHeaderBytes) fail("{}: safetensors header over 100 MB", path);

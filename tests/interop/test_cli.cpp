@@ -10,6 +10,7 @@
 #include "tokenizer/bpe.h"
 #include "train/checkpoint.h"
 #include "run_command.h"
+#include "util/safetensors_edits.h"
 #include "util/temp_dir.h"
 
 namespace sps {
@@ -147,6 +148,34 @@ TEST(ConvertCli, ExportsAStandardModel) {
   // A tokenizer whose EOS is not the model's is refused.
   EXPECT_EQ(convert(quoted(small.checkpoint) + " --to gguf --tokenizer gpt2 --out " + quoted(dir.file("c.gguf")), &err), 2);
   EXPECT_FALSE(fs::exists(dir.file("c.gguf")));
+}
+
+// What is converted is what was saved: a config edited away from the weights' own model, or a
+// damaged weight, stops the conversion in one line and nothing is written.
+TEST(ConvertCli, TheCheckpointMustAgreeWithItselfAndBeIntact) {
+  TempDir dir;
+  const SmallModel small(dir);
+  const std::string weights = small.checkpoint + "/model.safetensors",
+                    config = small.checkpoint + "/config.yaml", out = dir.file("c.gguf");
+  const std::string args = quoted(small.checkpoint) + " --to gguf --tokenizer " +
+                           quoted(small.rank_file) + " --out " + quoted(out);
+  const std::string yaml = testing::read_whole_file(config);
+  std::string edited = yaml, err;
+  edited.replace(edited.find("n_head: 2"), 9, "n_head: 1");
+  testing::write_whole_file(config, edited);
+  EXPECT_EQ(convert(args, &err), 2);
+  EXPECT_EQ(err, "sps: " + weights + " was saved with model.n_head = 2, but " + config +
+                     " says 1; the model stored with the weights decides (restore the config's "
+                     "value)\n");
+  testing::write_whole_file(config, yaml);
+  testing::flip_tensor_bit(weights, "transformer.wte.weight", 7, 6);
+  EXPECT_EQ(convert(args, &err), 2);
+  EXPECT_EQ(err, "sps: " + weights +
+                     ": tensor 'transformer.wte.weight' does not match its checksum: the file is "
+                     "damaged\n");
+  EXPECT_FALSE(fs::exists(out));
+  testing::flip_tensor_bit(weights, "transformer.wte.weight", 7, 6);
+  ASSERT_EQ(convert(args, &err), 0) << err;
 }
 
 TEST(ConvertCli, InterleavedFamiliesDoNotExportToGguf) {
