@@ -178,6 +178,31 @@ TEST(ConvertCli, TheCheckpointMustAgreeWithItselfAndBeIntact) {
   ASSERT_EQ(convert(args, &err), 0) << err;
 }
 
+// A small archive cannot make the importer ask for much more memory than it is: a data.pkl
+// that inflates far past its archive, and one whose values would take far more than it.
+TEST(ConvertCli, SmallArchivesCannotAskForMuchMemory) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  // A pickle of one 5 MiB string deflates to a few kilobytes.
+  std::string text = "\x80\x02X";
+  for (int i = 0; i < 4; ++i) text += char(((5 << 20) >> (8 * i)) & 0xFF);
+  const std::string inflating = dir.file("inflating.pt");
+  testing::write_zip(inflating, {{"archive/data.pkl", text + std::string(5 << 20, 'a') + "."}},
+                     /*deflate=*/true);
+  std::string err;
+  EXPECT_EQ(convert(quoted(inflating) + " --to sps --out " + quoted(out), &err), 2);
+  EXPECT_NE(err.find("record archive/data.pkl would inflate to 5242888 bytes, over the limit of "),
+            std::string::npos)
+      << err;
+  // Stored as is, 2 MB of them would build 2 million values (hundreds of MB).
+  const std::string values = dir.file("values.pt");
+  testing::write_zip(values, {{"archive/data.pkl", "\x80\x02" + std::string(2 << 20, 'N')}});
+  EXPECT_EQ(convert(quoted(values) + " --to sps --out " + quoted(out), &err), 2);
+  EXPECT_NE(err.find("reading this pickle would take more than"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(ConvertCli, InterleavedFamiliesDoNotExportToGguf) {
   TempDir dir;
   std::string err;
