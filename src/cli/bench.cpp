@@ -77,7 +77,9 @@ void run_serve_bench(ServeBenchArgs& a) {
     server_options.scheduler.rows = a.parallel > 0 ? a.parallel : a.load.clients;
     server_options.scheduler.context = c.block_size;
     server_options.scheduler.queue_limit = a.load.requests;
-    server_options.max_connections = a.load.clients + 4;
+    // Every client holds one connection from this machine's address.
+    server_options.connections.max_connections = a.load.clients + 4;
+    server_options.connections.max_per_client = a.load.clients + 4;
     serve::Server server(*loaded.model, tokenizer, server_options);
     a.load.host = "127.0.0.1";
     a.load.port = server.bind();
