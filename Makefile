@@ -67,8 +67,10 @@ bench: build
 
 fuzz: deps
 	@cmake --preset fuzz >/dev/null
-	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_safetensors fuzz_jsonl fuzz_unpickler fuzz_serve_request
-	@mkdir -p build/fuzz/corpus_safetensors build/fuzz/corpus_jsonl build/fuzz/corpus_unpickler build/fuzz/corpus_serve_request
+	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_safetensors fuzz_jsonl fuzz_unpickler fuzz_serve_request \
+	  fuzz_http_request fuzz_config fuzz_dataset_meta
+	@mkdir -p build/fuzz/corpus_safetensors build/fuzz/corpus_jsonl build/fuzz/corpus_unpickler build/fuzz/corpus_serve_request \
+	  build/fuzz/corpus_http_request build/fuzz/corpus_config build/fuzz/corpus_dataset_meta
 	@./build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/safetensors.dict \
 	  build/fuzz/corpus_safetensors fuzz/corpus_safetensors
 	@./build/fuzz/fuzz_jsonl -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/jsonl.dict \
@@ -77,6 +79,12 @@ fuzz: deps
 	  build/fuzz/corpus_unpickler fuzz/corpus_unpickler
 	@./build/fuzz/fuzz_serve_request -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/serve_request.dict \
 	  build/fuzz/corpus_serve_request fuzz/corpus_serve_request
+	@./build/fuzz/fuzz_http_request -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/http_request.dict \
+	  build/fuzz/corpus_http_request fuzz/corpus_http_request
+	@./build/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/config.dict \
+	  build/fuzz/corpus_config fuzz/corpus_config
+	@./build/fuzz/fuzz_dataset_meta -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/dataset_meta.dict \
+	  build/fuzz/corpus_dataset_meta fuzz/corpus_dataset_meta
 
 # The main job: corpora, tokenizer, token files, tiny standard vs tiny sps, table and plot.
 demo: BUILD_TARGETS = sps

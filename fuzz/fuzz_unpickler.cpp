@@ -1,17 +1,20 @@
-// libFuzzer target: the restricted unpickler on arbitrary bytes. A UserError is the
-// expected answer to bad input; any crash, sanitizer report or other exception is a bug.
+// libFuzzer target: the restricted unpickler on arbitrary bytes, with the memory budget of an
+// archive as large as the input. A UserError is the expected answer to bad input; any crash,
+// sanitizer report, other exception or use of memory past libFuzzer's RSS limit is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "interop/pickle.h"
+#include "interop/torch_archive.h"
 #include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // An exactly sized copy, so reading one byte past the end trips AddressSanitizer.
   const std::vector<uint8_t> bytes(data, data + size);
   try {
-    const sps::PickleDocument doc = sps::unpickle(bytes.data(), bytes.size(), "fuzz");
+    const sps::PickleDocument doc =
+        sps::unpickle(bytes.data(), bytes.size(), "fuzz", sps::pickle_memory_budget(bytes.size()));
     // What the parser promises: every tensor view lies inside its storage.
     std::vector<const sps::PickleValue*> todo{&doc.root()};
     for (size_t n = 0; n < todo.size() && n < 100000; ++n) {

@@ -2,7 +2,7 @@
 # The fault-injection set of docs/reliability.md: what a careful user can do wrong, or what can
 # go wrong around a run, tried against the built binary, each with the outcome it must have.
 # Prints one line per check (ok / FAIL) and a summary; exits 1 if any check failed.
-# Usage: scripts/fault-injection.sh [path/to/sps]   (default build/release/sps; ~2 minutes)
+# Usage: scripts/fault-injection.sh [path/to/sps]   (default build/release/sps; ~3 minutes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sps=$(realpath "${1:-build/release/sps}")
@@ -127,6 +127,11 @@ for sig in INT TERM KILL; do
   sleep 0.3; kill -$sig $pid 2>/dev/null; wait $pid 2>/dev/null
   check "data prepare after SIG$sig leaves no temporary file" no_temporaries "$work/p_$sig"
 done
+if [ "$(ls -A "$work/p_KILL" 2>/dev/null)" = ".sps.lock" ]; then  # killed before it wrote anything
+  "$sps" data prepare "$big" --tokenizer "$work/bytes.tok" --out "$work/p_KILL" >/dev/null 2>&1
+  check "data prepare into a folder a SIGKILL left holding only its lock needs no --overwrite" \
+    test -f "$work/p_KILL/meta.json"
+fi
 "$sps" data prepare "$big" --tokenizer "$work/bytes.tok" --overwrite --out "$work/p_KILL" >/dev/null 2>&1
 check "data prepare into the killed run's folder succeeds" test -f "$work/p_KILL/meta.json"
 "$sps" data prepare "$big" --tokenizer "$work/bytes.tok" --out "$work/plock" >/dev/null 2>&1 & pid=$!
@@ -147,6 +152,107 @@ open('$work/badids/train.bin', 'wb').write(bytes(d))"
 check "PREDICT inside train.bin is refused before the run starts" \
   one_line 2 "token id 257 at position 1000" train data.dataset="$work/badids" system.out_dir="$work/badrun"
 check "... and leaves no run folder" test ! -e "$work/badrun"
+cp "$work/data/meta.json" "$work/badids/meta.json"
+for edit in '.vocab_size = -5' '.train.max_id = -1' '.padded_vocab_size = 2'; do
+  jq "$edit" "$work/data/meta.json" > "$work/badids/meta.json"
+  check "meta.json with $edit is refused" one_line 2 "meta.json: " \
+    train data.dataset="$work/badids" system.out_dir="$work/badrun"
+done
+
+echo "== checkpoints and imports"
+rm -rf "$work/ck"; cp -r "$(dirname "$good")" "$work/ck"
+python3 - "$work/ck/model.safetensors" <<'PY'
+import struct, sys, json
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+h = json.loads(data[8:8 + n])
+t = h["transformer.h.1.mlp.down_proj.weight"]
+data[8 + n + t["data_offsets"][0] + 4 * 17 + 3] ^= 0x20  # an exponent bit of one weight
+open(path, "wb").write(bytes(data))
+PY
+check "eval refuses a weight with one flipped exponent bit, naming the tensor" \
+  one_line 2 "tensor 'transformer.h.1.mlp.down_proj.weight' does not match its checksum" \
+  "$sps" eval --checkpoint "$work/ck" --tasks val --quiet
+check "serve refuses it too" one_line 2 "does not match its checksum" \
+  "$sps" serve --checkpoint "$work/ck" --port 0
+for edit in "n_head: 2/n_head: 4" "window_size: 8/window_size: 4" "rope_theta: 10000/rope_theta: 20000" \
+            "norm_eps: 1e-06/norm_eps: 1e-05"; do
+  rm -rf "$work/ck"; cp -r "$(dirname "$good")" "$work/ck"
+  sed -i "s/$edit/" "$work/ck/config.yaml"
+  check "eval refuses config.yaml edited ${edit%%/*} -> ${edit##*/}, naming both values" \
+    one_line 2 "was saved with model.${edit%%:*} = " "$sps" eval --checkpoint "$work/ck" --tasks val --quiet
+done
+rm -rf "$work/ck"; cp -r "$(dirname "$good")" "$work/ck"
+python3 - "$work/ck/model.safetensors" <<'PY'
+import struct, sys, json
+path = sys.argv[1]
+data = open(path, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+h = json.loads(data[8:8 + n])
+del h["__metadata__"]["xxh3_128"]
+text = json.dumps(h, separators=(",", ":")).encode()
+text += b" " * (-len(text) % 8)
+open(path, "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+PY
+err=$("$sps" eval --checkpoint "$work/ck" --tasks val --quiet 2>&1 >/dev/null); rc=$?
+check "a checkpoint written before checksums loads, with one note" \
+  test "$rc" -eq 0 -a "$(grep -c 'has no tensor checksums' <<<"$err")" -eq 1
+train system.out_dir="$work/dmg" --stop-after 2 >/dev/null 2>&1
+latest="$work/dmg/checkpoints/latest"
+python3 - "$latest/optimizer.safetensors" <<'PY'
+import struct, sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+data[8 + n + 1001] ^= 0x10
+open(path, "wb").write(bytes(data))
+PY
+check "resume refuses a damaged AdamW moment, naming file and tensor" \
+  one_line 2 "optimizer.safetensors: tensor '" train system.out_dir="$work/dmg" --resume
+python3 - "$work/bomb.pt" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("archive/data.pkl", b"\x80\x02(" + b"N" * (64 << 20) + b"t.")
+PY
+check "convert refuses a $(($(stat -c %s "$work/bomb.pt") / 1024)) KB archive whose pickle inflates to 64 MB" \
+  one_line 2 "would inflate to" "$sps" convert "$work/bomb.pt" --to sps --out "$work/bomb"
+
+echo "== the server"
+"$sps" serve --checkpoint "$work/ref" --port 0 --threads 1 --timeout 1 2>"$work/serve.err" & spid=$!
+for _ in $(seq 100); do grep -q "http://" "$work/serve.err" && break; sleep 0.1; done
+port=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err" | head -1)
+check "a second server on port $port fails in one line naming the port" \
+  one_line 2 "port $port is in use" timeout 60 "$sps" serve --checkpoint "$work/ref" --port "$port"
+check "slow clients are closed at the deadline while /health answers in under a second" \
+  python3 - "$port" <<'PY'
+import socket, sys, time, urllib.request
+port = int(sys.argv[1])
+slow = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]
+for s in slow: s.sendall(b"G")
+time.sleep(0.3)
+start = time.time()
+ok = urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200
+ok = ok and time.time() - start < 1
+for s in slow:
+    s.settimeout(3)
+    ok = ok and s.recv(100).startswith(b"HTTP/1.1 408")
+sys.exit(0 if ok else 1)
+PY
+check "pipelined requests are answered in order" python3 - "$port" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /health HTTP/1.1\r\n\r\nGET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n")
+s.settimeout(5)
+data = b""
+while chunk := s.recv(65536): data += chunk
+sys.exit(0 if data.count(b"HTTP/1.1 200") == 2 and data.find(b"ok") < data.find(b"context_length") else 1)
+PY
+kill -TERM $spid; wait $spid
+check "--api-key '' is refused (no open server by accident)" one_line 2 "API key is empty" \
+  "$sps" serve --checkpoint "$work/ref" --port 0 --api-key ""
+check "--ctx 1048576 --parallel 1024 says needed vs available" one_line 2 "of memory is available" \
+  "$sps" serve --checkpoint "$work/ref" --port 0 --ctx 1048576 --parallel 1024
 
 echo "== sizes and flags"
 check "a dry run of a billion layers plans without allocating" \

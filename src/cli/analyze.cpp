@@ -23,6 +23,7 @@
 #include "util/error.h"
 #include "util/gnuplot.h"
 #include "util/progress.h"
+#include "util/safetensors.h"
 #include "util/yaml_config.h"
 
 namespace sps::cli {
@@ -82,6 +83,7 @@ std::vector<Checkpoint> resolve_checkpoints(const CommonArgs& a) {
     c.weights_path = files.weights_path;
     c.config_path = files.config_path;
     c.config = load_model_config(c.config_path, {});
+    require_saved_model(c.weights_path, c.config, c.config_path);
     const YAML::Node doc = load_yaml_file(c.config_path);
     if (doc["data"] && doc["data"]["val_bin"] && doc["data"]["val_bin"].IsScalar())
       c.val_bin = doc["data"]["val_bin"].Scalar();
@@ -187,7 +189,8 @@ void run_persistent_window(const PersistentWindowArgs& a) {
     base_config.persistent_key_window = -1;
     forced_config.persistent_key_window = a.omega;
     Model<float> baseline(base_config), forced(forced_config);
-    load_weights(ck.weights_path, baseline.params(), baseline.weights());
+    if (!load_weights(ck.weights_path, baseline.params(), baseline.weights()))
+      note(c, unverified_note(ck.weights_path));
     std::copy(baseline.weights(), baseline.weights() + baseline.params().total(), forced.weights());
     ProgressReporter progress(ck.label, progress_in("sequences", c.quiet));
     const auto r =
@@ -260,7 +263,8 @@ void run_gradients(const GradientArgs& a) {
   std::printf("| model | stream | k=1 | k=16 | k=64 | k=256 | k=512 |\n|---|---|---|---|---|---|---|\n");
   for (const auto& ck : checkpoints) {
     Model<float> model(ck.config);
-    load_weights(ck.weights_path, model.params(), model.weights());
+    if (!load_weights(ck.weights_path, model.params(), model.weights()))
+      note(c, unverified_note(ck.weights_path));
     ProgressReporter progress(ck.label, progress_in("backwards", c.quiet));
     const auto r = analysis::measure_gradient_routing(model, seqs, options, progress.callback());
     nlohmann::ordered_json entry = model_json(ck);

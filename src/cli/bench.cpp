@@ -6,6 +6,7 @@
 #include "cli/model_files.h"
 #include "model/config.h"
 #include "model/family.h"
+#include "model/weights_io.h"
 #include "serve/server.h"
 #include "util/error.h"
 
@@ -76,7 +77,9 @@ void run_serve_bench(ServeBenchArgs& a) {
     server_options.scheduler.rows = a.parallel > 0 ? a.parallel : a.load.clients;
     server_options.scheduler.context = c.block_size;
     server_options.scheduler.queue_limit = a.load.requests;
-    server_options.max_connections = a.load.clients + 4;
+    // Every client holds one connection from this machine's address.
+    server_options.connections.max_connections = a.load.clients + 4;
+    server_options.connections.max_per_client = a.load.clients + 4;
     serve::Server server(*loaded.model, tokenizer, server_options);
     a.load.host = "127.0.0.1";
     a.load.port = server.bind();
@@ -213,6 +216,7 @@ std::vector<GenerateBenchModel> generate_bench_models(const std::vector<std::str
     const std::filesystem::path folder = std::filesystem::path(files.weights_path).parent_path();
     GenerateBenchModel m;
     m.config = load_model_config(files.config_path, {});
+    require_saved_model(files.weights_path, m.config, files.config_path);
     m.weights = files.weights_path;
     // A trainer's checkpoints are RUN/checkpoints/NAME: call them RUN/NAME.
     const std::filesystem::path parent = folder.parent_path();

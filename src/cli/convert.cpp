@@ -17,6 +17,7 @@
 #include "model/weights_io.h"
 #include "tokenizer/bpe.h"
 #include "util/error.h"
+#include "util/safetensors.h"
 
 namespace sps::cli {
 namespace {
@@ -46,9 +47,11 @@ SourceModel read_sps_checkpoint(const std::string& dir) {
   const ModelFiles files = resolve_model_files(dir, "", "");
   SourceModel m;
   m.config = load_model_config(files.config_path, {});
+  require_saved_model(files.weights_path, m.config, files.config_path);
   const ParamTable table(m.config);
   m.weights.resize(size_t(table.total()));
-  load_weights(files.weights_path, table, m.weights.data());
+  if (!load_weights(files.weights_path, table, m.weights.data()))
+    std::fprintf(stderr, "sps: %s\n", unverified_note(files.weights_path).c_str());
   return m;
 }
 

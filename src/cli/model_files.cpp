@@ -59,13 +59,6 @@ ModelFiles resolve_model_files(const std::string& checkpoint, const std::string&
   return m;
 }
 
-namespace {
-
-// The model section of a YAML document (a bare model mapping or one under `model:`).
-YAML::Node model_section(const YAML::Node& doc) { return doc["model"] ? doc["model"] : doc; }
-
-}  // namespace
-
 LoadedModel load_model(const std::string& checkpoint, const std::string& weights,
                        const std::string& config_file, const DeviceChoice& on) {
   const ops::Device device = ops::parse_device(on.device, "--device");
@@ -76,36 +69,13 @@ LoadedModel load_model(const std::string& checkpoint, const std::string& weights
   m.config_path = files.config_path;
   m.config_doc = load_yaml_file(m.config_path);
   const ModelConfig config = load_model_config(m.config_path, {});
-  // Same shapes do not mean the same model: the family and special ids must agree with the
-  // config the weights were saved with, when they say.
-  {
-    SafetensorsFile file(weights_path);
-    const auto it = file.header().metadata.find("config");
-    if (it != file.header().metadata.end()) {
-      YAML::Node saved;
-      try {
-        saved = model_section(YAML::Load(it->second));
-      } catch (const YAML::Exception&) {
-        fail("{}: the config in its metadata is not YAML", weights_path);
-      }
-      const ModelConfig there = model_config_from_yaml(saved, weights_path + " (metadata)");
-      if (there.family != config.family)
-        fail("{} holds a {} model, but {} says model.family={}", weights_path, there.family,
-             m.config_path, config.family);
-      if (there.eos_token_id != config.eos_token_id || there.pad_token_id != config.pad_token_id ||
-          there.predict_token_id != config.predict_token_id)
-        fail("{}: special ids (EOS {}, PREDICT {}, PAD {}) differ from {} (EOS {}, PREDICT {}, PAD {})",
-             weights_path, there.eos_token_id, there.predict_token_id, there.pad_token_id,
-             m.config_path, config.eos_token_id, config.predict_token_id, config.pad_token_id);
-      if (there.window_size != config.window_size && family_by_name(config.family).interleaved)
-        std::fprintf(stderr, "sps: note: %s was trained with window_size %lld, generating with %lld\n",
-                     weights_path.c_str(), (long long)there.window_size,
-                     (long long)config.window_size);
-    }
-  }
+  // Same shapes do not mean the same model: every model field must agree with the model
+  // stored with the weights.
+  require_saved_model(weights_path, config, m.config_path);
   m.model = std::make_unique<Model<float>>(config, ops::backend_for(device),
                                             Model<float>::InitialWeights::unset);
-  load_weights_for_inference(weights_path, *m.model, weight_type);
+  if (!load_weights_for_inference(weights_path, *m.model, weight_type))
+    std::fprintf(stderr, "sps: %s\n", unverified_note(weights_path).c_str());
   return m;
 }
 

@@ -180,11 +180,27 @@ struct OutputFolder {
   bool created = false;
 };
 
+// True when `folder` holds nothing but a writer's lock file: what a run killed before it
+// wrote anything leaves (the lock is free again once its holder is gone; taking it says so).
+bool holds_only_a_lock(const std::string& folder) {
+  std::error_code ec;
+  size_t entries = 0;
+  bool lock = false;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    ++entries;
+    lock = lock || entry.path().filename() == fs::path(folder_lock_path(folder)).filename();
+  }
+  return !ec && entries == 1 && lock;
+}
+
 OutputFolder open_output_folder(const std::string& path, bool overwrite) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (fs::exists(status)) {
     if (!fs::is_directory(status)) fail("{}: exists and is not a folder", path);
+    // A folder a killed run made and left with only its lock is this run's to fill (and to
+    // remove again on an error); a live writer's lock still stops this run below.
+    if (holds_only_a_lock(path)) return {path, true};
     if (!overwrite)
       fail("{}: already exists (pass --overwrite to replace its train.bin, val.bin and meta.json)",
            path);

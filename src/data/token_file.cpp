@@ -119,11 +119,14 @@ int64_t DatasetMeta::known_max_id(const TokenFile& file) const {
 }
 
 DatasetMeta read_dataset_meta(const std::string& folder) {
-  DatasetMeta meta;
   const std::string path = (std::filesystem::path(folder) / "meta.json").string();
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return meta;
-  const std::string text = read_file(path, "the dataset's meta.json");
+  if (!std::filesystem::exists(path, ec)) return {};
+  return parse_dataset_meta(read_file(path, "the dataset's meta.json"), path);
+}
+
+DatasetMeta parse_dataset_meta(const std::string& text, const std::string& path) {
+  DatasetMeta meta;
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -136,21 +139,38 @@ DatasetMeta read_dataset_meta(const std::string& folder) {
     if (!j["dtype"].is_string()) fail("{}: dtype: expected a string", path);
     meta.dtype = j["dtype"].get<std::string>();
   }
-  auto read_int = [&](const char* key, int64_t* out) {
-    if (!j.contains(key)) return;
-    if (!j[key].is_number_integer()) fail("{}: {}: expected an integer", path, key);
-    *out = j[key].get<int64_t>();
+  // An integer field, at least `least`: a negative count or id would otherwise read as
+  // "absent" (-1) or wrap around in a comparison.
+  auto read_int = [&](const nlohmann::json& o, const std::string& field, int64_t least,
+                      int64_t* out) {
+    const std::string key = field.substr(field.rfind('.') + 1);
+    if (!o.contains(key)) return;
+    if (!o[key].is_number_integer()) fail("{}: {}: expected an integer", path, field);
+    if (o[key].is_number_unsigned() && o[key].get<uint64_t>() > uint64_t(INT64_MAX))
+      fail("{}: {}: {} is out of range", path, field, o[key].get<uint64_t>());
+    *out = o[key].get<int64_t>();
+    if (*out < least) fail("{}: {}: must be at least {}, got {}", path, field, least, *out);
   };
-  read_int("vocab_size", &meta.vocab_size);
-  read_int("eos_token_id", &meta.eos_token_id);
+  int64_t padded_vocab_size = -1;
+  read_int(j, "vocab_size", 1, &meta.vocab_size);
+  read_int(j, "padded_vocab_size", 1, &padded_vocab_size);
+  read_int(j, "eos_token_id", 0, &meta.eos_token_id);
+  if (padded_vocab_size >= 0 && meta.vocab_size >= 0 && padded_vocab_size < meta.vocab_size)
+    fail("{}: padded_vocab_size {} is below vocab_size {}", path, padded_vocab_size,
+         meta.vocab_size);
+  if (meta.eos_token_id >= 0 && meta.vocab_size >= 0 && meta.eos_token_id >= meta.vocab_size)
+    fail("{}: eos_token_id {} is not below vocab_size {}", path, meta.eos_token_id,
+         meta.vocab_size);
   for (auto [key, split] : {std::pair{"train", &meta.train}, std::pair{"val", &meta.val}}) {
     if (!j.contains(key) || !j[key].is_object()) continue;
-    const auto& o = j[key];
-    for (auto [field, out] : {std::pair{"tokens", &split->tokens}, std::pair{"max_id", &split->max_id}}) {
-      if (!o.contains(field)) continue;
-      if (!o[field].is_number_integer()) fail("{}: {}.{}: expected an integer", path, key, field);
-      *out = o[field].get<int64_t>();
-    }
+    const std::string name = key;
+    read_int(j[key], name + ".tokens", 0, &split->tokens);
+    read_int(j[key], name + ".max_id", 0, &split->max_id);
+    // The ids in the files are below vocab_size, and so below the padded size too.
+    for (auto [limit, limit_name] : {std::pair{meta.vocab_size, "vocab_size"},
+                                     std::pair{padded_vocab_size, "padded_vocab_size"}})
+      if (split->max_id >= 0 && limit >= 0 && split->max_id >= limit)
+        fail("{}: {}.max_id {} is not below {} {}", path, name, split->max_id, limit_name, limit);
   }
   return meta;
 }

@@ -78,4 +78,10 @@ struct DatasetMeta {
 // Reads `folder/meta.json` when it exists.
 DatasetMeta read_dataset_meta(const std::string& folder);
 
+// Parses the text of a meta.json (`path` names it in errors). Fields must be consistent:
+// vocab_size >= 1, padded_vocab_size (when present) >= vocab_size, eos_token_id in
+// [0, vocab_size), and per split tokens >= 0 and 0 <= max_id < vocab_size (so below
+// padded_vocab_size too); anything else is a UserError naming the file and the field.
+DatasetMeta parse_dataset_meta(const std::string& text, const std::string& path);
+
 }  // namespace sps

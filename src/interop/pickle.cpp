@@ -50,8 +50,8 @@ std::string printable(const std::string& text) {
 
 class Unpickler {
  public:
-  Unpickler(const uint8_t* bytes, size_t size, const std::string& source)
-      : p_(bytes), size_(size), source_(source) {}
+  Unpickler(const uint8_t* bytes, size_t size, const std::string& source, size_t budget)
+      : p_(bytes), size_(size), source_(source), budget_(budget) {}
 
   PickleDocument run() {
     while (true) {
@@ -68,7 +68,10 @@ class Unpickler {
           doc_.root_ = stack_.back();
           return std::move(doc_);
         }
-        case MARK: marks_.push_back(stack_.size()); break;
+        case MARK:
+          charge(sizeof(size_t));
+          marks_.push_back(stack_.size());
+          break;
         case NONE: push(PickleValue{}); break;
         case NEWTRUE: push(integer(1, PickleKind::boolean)); break;
         case NEWFALSE: push(integer(0, PickleKind::boolean)); break;
@@ -107,17 +110,20 @@ class Unpickler {
         case EMPTY_DICT: push(container(PickleKind::dict, {})); break;
         case APPEND: {
           const uint32_t v = pop();
+          charge(sizeof(uint32_t));
           target(PickleKind::list).items.push_back(v);
           break;
         }
         case APPENDS: {
           std::vector<uint32_t> items = pop_to_mark();
+          charge(items.size() * sizeof(uint32_t));
           auto& list = target(PickleKind::list).items;
           list.insert(list.end(), items.begin(), items.end());
           break;
         }
         case SETITEM: {
           const uint32_t value = pop(), key = pop();
+          charge(2 * sizeof(uint32_t));
           auto& dict = target(PickleKind::dict).items;
           dict.push_back(key);
           dict.push_back(value);
@@ -126,12 +132,13 @@ class Unpickler {
         case SETITEMS: {
           std::vector<uint32_t> items = pop_to_mark();
           if (items.size() % 2 != 0) error("SETITEMS with an odd number of values");
+          charge(items.size() * sizeof(uint32_t));
           auto& dict = target(PickleKind::dict).items;
           dict.insert(dict.end(), items.begin(), items.end());
           break;
         }
-        case BINPUT: memo_[byte()] = top(); break;
-        case LONG_BINPUT: memo_[static_cast<uint32_t>(little(4))] = top(); break;
+        case BINPUT: memo(byte()); break;
+        case LONG_BINPUT: memo(static_cast<uint32_t>(little(4))); break;
         case BINGET: get(byte()); break;
         case LONG_BINGET: get(static_cast<uint32_t>(little(4))); break;
         case GLOBAL: global(); break;
@@ -206,10 +213,27 @@ class Unpickler {
     return out;
   }
 
+  // Counts `bytes` more of the document's memory against the budget. Nothing is given back
+  // when a value leaves the stack, so the count bounds the peak.
+  void charge(size_t bytes) {
+    used_ += bytes;
+    if (used_ > budget_)
+      error("reading this pickle would take more than {} bytes of memory (the limit for an "
+            "archive of this size); refused",
+            budget_);
+  }
+
   PickleValue& value(uint32_t index) { return doc_.values_[index]; }
   void push(PickleValue v) {
+    charge(sizeof(PickleValue) + v.text.size() + sizeof(uint32_t) * (v.items.size() + 1) +
+           sizeof(int64_t) * (v.tensor.shape.size() + v.tensor.stride.size()) +
+           v.storage.key.size());
     doc_.values_.push_back(std::move(v));
     stack_.push_back(static_cast<uint32_t>(doc_.values_.size() - 1));
+  }
+  void memo(uint32_t id) {
+    charge(kMemoEntryBytes);
+    memo_[id] = top();
   }
   uint32_t top() const {
     if (stack_.size() <= floor()) error("the stack is empty");
@@ -238,6 +262,7 @@ class Unpickler {
   void get(uint32_t id) {
     const auto it = memo_.find(id);
     if (it == memo_.end()) error("memo entry {} was never stored", id);
+    charge(sizeof(uint32_t));
     stack_.push_back(it->second);
   }
 
@@ -276,7 +301,8 @@ class Unpickler {
   void reduce() {
     const uint32_t args_index = pop();
     const std::string callable = expect(pop(), PickleKind::global, "REDUCE's callable").text;
-    const std::vector<uint32_t> args = expect(args_index, PickleKind::tuple, "REDUCE's arguments").items;
+    const std::vector<uint32_t>& args =
+        expect(args_index, PickleKind::tuple, "REDUCE's arguments").items;
     if (callable == kOrderedDict) {
       if (!args.empty()) error("OrderedDict with arguments");
       push(container(PickleKind::dict, {}));
@@ -318,7 +344,7 @@ class Unpickler {
   }
 
   void persistent_id() {
-    const std::vector<uint32_t> pid = expect(pop(), PickleKind::tuple, "persistent id").items;
+    const std::vector<uint32_t>& pid = expect(pop(), PickleKind::tuple, "persistent id").items;
     if (pid.size() != 5) error("persistent id with {} fields, expected 5", pid.size());
     if (expect(pid[0], PickleKind::string, "persistent id").text != "storage")
       error("persistent id of a kind other than 'storage'");
@@ -339,9 +365,13 @@ class Unpickler {
     push(std::move(v));
   }
 
+  // An unordered_map node of (id, index) with its share of the bucket array.
+  static constexpr size_t kMemoEntryBytes = 48;
+
   const uint8_t* p_;
   size_t size_, pos_ = 0, op_at_ = 0;
   const std::string& source_;
+  size_t budget_, used_ = 0;
   PickleDocument doc_;
   std::vector<uint32_t> stack_;
   std::vector<size_t> marks_;
@@ -358,8 +388,9 @@ const PickleValue* PickleDocument::find(const PickleValue& dict, const std::stri
   return found;  // the last assignment wins, as in Python
 }
 
-PickleDocument unpickle(const uint8_t* bytes, size_t size, const std::string& source) {
-  return Unpickler(bytes, size, source).run();
+PickleDocument unpickle(const uint8_t* bytes, size_t size, const std::string& source,
+                        size_t memory_budget) {
+  return Unpickler(bytes, size, source, memory_budget).run();
 }
 
 const char* pickle_kind_name(PickleKind kind) {

@@ -58,8 +58,12 @@ class PickleDocument {
   uint32_t root_ = 0;
 };
 
-// Parses `bytes[0, size)`; `source` names the file in errors.
-PickleDocument unpickle(const uint8_t* bytes, size_t size, const std::string& source);
+// Parses `bytes[0, size)`; `source` names the file in errors. `memory_budget` bounds what
+// the document may take while it is built (values, their text and items, the stack, marks
+// and memo), so a small pickle that asks for much more (a million references to one list,
+// a deep stack of marks) is a UserError instead of an allocation the machine cannot make.
+PickleDocument unpickle(const uint8_t* bytes, size_t size, const std::string& source,
+                        size_t memory_budget);
 
 const char* pickle_kind_name(PickleKind kind);
 

@@ -9,6 +9,7 @@
 #include "model/family.h"
 #include "model/params.h"
 #include "util/error.h"
+#include "util/process_stats.h"
 
 namespace sps {
 
@@ -268,13 +269,22 @@ ImportedCheckpoint import_reference_checkpoint(const std::string& path, const Im
       fail("{}: model.{} is not a parameter of a {} model with these model_args", path, name,
            out.config.family);
 
-  out.weights.assign(size_t(table.total()), 0.0f);
+  // Every tensor is checked before the weights are allocated, so model_args cannot ask for
+  // more than the archive's declared tensors hold.
   for (const auto& e : table.entries()) {
     const auto it = tensors.find(e.name);
     if (it == tensors.end()) fail("{}: model.{} is missing", path, e.name);
     const PickleTensor& t = r.tensor(*it->second, "model." + e.name);
     if (t.shape != e.shape)
       fail("{}: model.{} has shape {}, model_args give {}", path, e.name, shape_text(t.shape), shape_text(e.shape));
+    archive.check_floats(t, "model." + e.name);
+  }
+  require_memory(__int128(table.total()) * sizeof(float) * (options.with_optimizer ? 3 : 1),
+                 fmt::format("{}: the imported weights{}", path,
+                             options.with_optimizer ? " and AdamW moments" : ""));
+  out.weights.assign(size_t(table.total()), 0.0f);
+  for (const auto& e : table.entries()) {
+    const PickleTensor& t = r.tensor(*tensors.at(e.name), "model." + e.name);
     const std::vector<float> values = archive.read_floats(t, "model." + e.name);
     std::memcpy(out.weights.data() + e.offset, values.data(), sizeof(float) * values.size());
   }

@@ -2,15 +2,26 @@
 
 #include <zip.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "util/error.h"
 #include "util/float_formats.h"
+#include "util/process_stats.h"
 
 namespace sps {
 
+
+uint64_t pickle_size_limit(uint64_t archive_bytes) {
+  return std::min(kMaxPickleBytes, (uint64_t{4} << 20) + 4 * archive_bytes);
+}
+
+uint64_t pickle_memory_budget(uint64_t archive_bytes) {
+  return (uint64_t{16} << 20) + 64 * std::min(archive_bytes, kMaxPickleBytes);
+}
 
 TorchArchive::TorchArchive(const std::string& path) : path_(path) {
   int code = 0;
@@ -39,9 +50,13 @@ TorchArchive::TorchArchive(const std::string& path) : path_(path) {
     zip_discard(zip_);
     fail("{}: a torch.save archive has one PREFIX/data.pkl, this zip has {}", path, found);
   }
+  std::error_code ec;
+  const uint64_t archive_bytes = std::filesystem::file_size(path, ec);  // zip_open read it
   try {
-    const std::vector<uint8_t> pickle = read_record("data.pkl", 0, kMaxPickleBytes);
-    document_ = unpickle(pickle.data(), pickle.size(), path_ + " (data.pkl)");
+    const std::vector<uint8_t> pickle =
+        read_record("data.pkl", 0, pickle_size_limit(archive_bytes));
+    document_ = unpickle(pickle.data(), pickle.size(), path_ + " (data.pkl)",
+                         pickle_memory_budget(archive_bytes));
   } catch (...) {
     zip_discard(zip_);
     throw;
@@ -66,6 +81,8 @@ std::vector<uint8_t> TorchArchive::read_record(const std::string& name, uint64_t
     fail("{}: record {} holds {} bytes, the pickle expects {}", path_, full, st.size, expected_bytes);
   if (expected_bytes == 0 && st.size > limit)
     fail("{}: record {} would inflate to {} bytes, over the limit of {}", path_, full, st.size, limit);
+  // The size a record declares is only proven by reading it: make sure it fits first.
+  require_memory(__int128(st.size), fmt::format("{}: record {}", path_, full));
   zip_file_t* file = zip_fopen(zip_, full.c_str(), 0);
   if (!file) fail("{}: cannot open record {}: {}", path_, full, zip_strerror(zip_));
   std::vector<uint8_t> bytes(st.size);
@@ -83,7 +100,7 @@ std::vector<uint8_t> TorchArchive::read_record(const std::string& name, uint64_t
   return bytes;
 }
 
-std::vector<float> TorchArchive::read_floats(const PickleTensor& t, const std::string& what) const {
+void TorchArchive::check_floats(const PickleTensor& t, const std::string& what) const {
   const PickleStorage& s = document_.at(t.storage).storage;
   if (s.dtype != DType::F32 && s.dtype != DType::BF16 && s.dtype != DType::F16 && s.dtype != DType::F64)
     fail("{}: tensor {} is {}, expected floating point (F32, BF16, F16, F64)", path_, what,
@@ -96,9 +113,16 @@ std::vector<float> TorchArchive::read_floats(const PickleTensor& t, const std::s
            what, fmt::join(t.stride, "x"));
     numel *= t.shape[i];
   }
-  const size_t element = dtype_size(s.dtype);
-  if (uint64_t(s.numel) > std::numeric_limits<uint64_t>::max() / element)
+  if (uint64_t(s.numel) > std::numeric_limits<uint64_t>::max() / dtype_size(s.dtype))
     fail("{}: tensor {}: its storage of {} elements is too large", path_, what, s.numel);
+}
+
+std::vector<float> TorchArchive::read_floats(const PickleTensor& t, const std::string& what) const {
+  check_floats(t, what);
+  const PickleStorage& s = document_.at(t.storage).storage;
+  const size_t element = dtype_size(s.dtype);
+  int64_t numel = 1;
+  for (int64_t n : t.shape) numel *= n;
   const std::vector<uint8_t> bytes =
       read_record("data/" + s.key, static_cast<uint64_t>(s.numel) * element, 0);
   std::vector<float> out(static_cast<size_t>(numel));

@@ -89,6 +89,30 @@ void ModelConfig::validate(const std::string& source) const {
          static_cast<double>(parameter_count_wide(*this)));
 }
 
+std::vector<ModelFieldDifference> model_config_differences(const ModelConfig& a,
+                                                           const ModelConfig& b) {
+  std::vector<ModelFieldDifference> out;
+  auto check = [&](const char* field, const auto& x, const auto& y) {
+    if (!(x == y)) out.push_back({field, fmt::format("{}", x), fmt::format("{}", y)});
+  };
+  check("model.family", a.family, b.family);
+  check("model.n_layer", a.n_layer, b.n_layer);
+  check("model.n_head", a.n_head, b.n_head);
+  check("model.hidden_size", a.hidden_size, b.hidden_size);
+  check("model.intermediate_size", a.intermediate_size, b.intermediate_size);
+  check("model.vocab_size", a.vocab_size, b.vocab_size);
+  check("model.block_size", a.block_size, b.block_size);
+  check("model.window_size", a.window_size, b.window_size);
+  check("model.persistent_key_window", a.persistent_key_window, b.persistent_key_window);
+  check("model.eos_token_id", a.eos_token_id, b.eos_token_id);
+  check("model.predict_token_id", a.predict_token_id, b.predict_token_id);
+  check("model.pad_token_id", a.pad_token_id, b.pad_token_id);
+  check("model.rope_theta", a.rope_theta, b.rope_theta);
+  check("model.norm_eps", a.norm_eps, b.norm_eps);
+  check("model.init_std", a.init_std, b.init_std);
+  return out;
+}
+
 ModelConfig model_config_from_yaml(const YAML::Node& model, const std::string& source) {
   if (!model.IsMap()) {
     std::string got = !model.IsDefined() || model.IsNull() ? "nothing"

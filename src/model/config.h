@@ -33,6 +33,14 @@ struct ModelConfig {
   void validate(const std::string& source) const;
 };
 
+// One model field in which two configs differ: its name (`model.n_head`) and both values.
+struct ModelFieldDifference {
+  std::string field, first, second;
+};
+// Every field in which `a` and `b` differ, in declaration order (values compared exactly).
+std::vector<ModelFieldDifference> model_config_differences(const ModelConfig& a,
+                                                           const ModelConfig& b);
+
 // Reads the `model:` mapping of a YAML node (unknown keys are errors).
 ModelConfig model_config_from_yaml(const YAML::Node& model, const std::string& source);
 

@@ -38,6 +38,18 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
   cache_shape.persistent_capacity = longest;
   cache_shape.ring_capacity =
       family.interleaved && c.window_size > 0 ? std::min(c.window_size, longest) : 0;
+  {
+    // Everything allocated below, checked at once, so a shape that cannot fit is one line
+    // (needed vs available) instead of a failed allocation: the cache, the RoPE tables (and
+    // their host copies), the step's buffers.
+    const __int128 B = shape.batch, rows = B * shape.max_chunk_tokens * Q_;
+    const __int128 cache = __int128(L_) * B * (longest + cache_shape.ring_capacity) * H_ * D_ * 2;
+    const __int128 rope = __int128(longest) * D_;  // cos and sin, D/2 each per position
+    const __int128 step = rows * (6 * d_ + 3 * F_ + 3) + B * shape.max_chunk_tokens * (d_ + 1 + V_);
+    backend_.require((cache + 2 * rope + step) * sizeof(T),
+                     fmt::format("the KV cache and decode buffers of {} rows × {} positions",
+                                 shape.batch, longest));
+  }
   cache_.allocate(cache_shape);
 
   rope_positions_ = longest;

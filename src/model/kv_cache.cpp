@@ -118,9 +118,11 @@ void KvCache<T>::clear_all() {
 }
 
 template <typename T>
-int64_t KvCache<T>::used_bytes() const {
+int64_t KvCache<T>::used_bytes(int64_t sequences) const {
+  SPS_ASSERT(sequences <= shape_.batch);
   int64_t rows = 0;
-  for (int64_t b = 0; b < shape_.batch; ++b) rows += persistent_len_[b] + ring_len_[b];
+  for (int64_t b = 0; b < (sequences < 0 ? shape_.batch : sequences); ++b)
+    rows += persistent_len_[b] + ring_len_[b];
   return rows * 2 * shape_.layers * shape_.heads * shape_.head_dim * int64_t(sizeof(T));
 }
 

@@ -75,8 +75,8 @@ class KvCache {
   void clear_all();
 
   int64_t allocated_bytes() const { return int64_t(data_.size() * sizeof(T)); }
-  // Bytes of the rows in use, all layers and sequences.
-  int64_t used_bytes() const;
+  // Bytes of the rows in use, all layers, in sequences [0, sequences) (-1: all of them).
+  int64_t used_bytes(int64_t sequences = -1) const;
 
  private:
   KvCacheShape shape_;

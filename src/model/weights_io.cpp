@@ -1,5 +1,7 @@
 #include "model/weights_io.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -41,7 +43,8 @@ void save_weights(const std::string& path, const ParamTable& table, const T* wei
 
 template <typename T>
 WeightsFileReader<T>::WeightsFileReader(const std::string& path, const ParamTable& table)
-    : file_(std::make_unique<SafetensorsFile>(path)), table_(table) {
+    : file_(std::make_unique<SafetensorsFile>(path)), table_(table),
+      checked_(table.entries().size(), false) {
   std::set<std::string> expected;
   for (const auto& e : table.entries()) expected.insert(e.name);
   for (const auto& info : file_->header().tensors) {
@@ -61,16 +64,47 @@ WeightsFileReader<T>::WeightsFileReader(const std::string& path, const ParamTabl
   }
 }
 
+void require_saved_model(const std::string& weights_path, const ModelConfig& config,
+                         const std::string& config_source) {
+  const SafetensorsFile file(weights_path);
+  const auto it = file.header().metadata.find("config");
+  if (it == file.header().metadata.end()) return;
+  YAML::Node saved;
+  try {
+    saved = YAML::Load(it->second);
+  } catch (const YAML::Exception&) {
+    fail("{}: the config in its metadata is not YAML", weights_path);
+  }
+  if (saved.IsMap() && saved["model"]) saved = saved["model"];  // a whole recipe, or its model
+  const ModelConfig stored = model_config_from_yaml(saved, weights_path + " (metadata)");
+  for (const ModelFieldDifference& d : model_config_differences(stored, config)) {
+    if (d.field == "model.persistent_key_window") continue;
+    fail("{} was saved with {} = {}, but {} says {}; the model stored with the weights decides "
+         "(restore the config's value)",
+         weights_path, d.field, d.first, config_source, d.second);
+  }
+}
+
 template <typename T>
 WeightsFileReader<T>::~WeightsFileReader() = default;
 
 template <typename T>
+bool WeightsFileReader<T>::verified() const {
+  return file_->has_checksums();
+}
+
+template <typename T>
 void WeightsFileReader<T>::read(int64_t offset, int64_t count, T* out) const {
-  for (const ParamEntry& e : table_.entries()) {
+  for (size_t i = 0; i < table_.entries().size(); ++i) {
+    const ParamEntry& e = table_.entries()[i];
     const int64_t first = std::max(offset, e.offset),
                   last = std::min(offset + count, e.offset + e.numel);
     if (first >= last) continue;
     T* values = out + (first - offset);
+    // A whole tensor is verified as it is read; a part of one, by a pass of its own first.
+    const bool whole = last - first == e.numel;
+    if (!whole && !checked_[i]) file_->verify(e.name);
+    checked_[i] = true;
     file_->read_into(e.name, values, first - e.offset, last - first);
     for (int64_t k = 0; k < last - first; ++k)
       // A NaN or Inf weight would only show as NaN scores or garbage text much later (a
@@ -82,19 +116,22 @@ void WeightsFileReader<T>::read(int64_t offset, int64_t count, T* out) const {
 }
 
 template <typename T>
-void load_weights(const std::string& path, const ParamTable& table, T* weights) {
-  WeightsFileReader<T>(path, table).read(0, table.total(), weights);
+bool load_weights(const std::string& path, const ParamTable& table, T* weights) {
+  const WeightsFileReader<T> file(path, table);
+  file.read(0, table.total(), weights);
+  return file.verified();
 }
 
 template <typename T>
-void load_weights_for_inference(const std::string& path, Model<T>& model, ops::WeightType type) {
+bool load_weights_for_inference(const std::string& path, Model<T>& model, ops::WeightType type) {
   const WeightsFileReader<T> file(path, model.params());
   model.load_for_inference(type, [&](int64_t offset, int64_t count, T* out) {
     file.read(offset, count, out);
   });
+  return file.verified();
 }
 
-template void load_weights_for_inference<float>(const std::string&, Model<float>&,
+template bool load_weights_for_inference<float>(const std::string&, Model<float>&,
                                                 ops::WeightType);
 template class WeightsFileReader<float>;
 template class WeightsFileReader<double>;
@@ -102,7 +139,7 @@ template void save_weights<float>(const std::string&, const ParamTable&, const f
                                   const std::string&);
 template void save_weights<double>(const std::string&, const ParamTable&, const double*,
                                    const std::string&);
-template void load_weights<float>(const std::string&, const ParamTable&, float*);
-template void load_weights<double>(const std::string&, const ParamTable&, double*);
+template bool load_weights<float>(const std::string&, const ParamTable&, float*);
+template bool load_weights<double>(const std::string&, const ParamTable&, double*);
 
 }  // namespace sps

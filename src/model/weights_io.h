@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "model/config.h"
 #include "model/model.h"
 #include "model/params.h"
 
@@ -22,26 +23,40 @@ void save_weights(const std::string& path, const ParamTable& table, const T* wei
 // A weights file checked against `table` when opened: missing, extra, misshapen tensors and
 // dtypes other than F32, F64 or BF16 are errors. read(offset, count, out) converts the
 // weights [offset, offset + count) of the table's flat order (spanning tensors as needed)
-// into out; a non-finite value is an error naming the tensor and index.
+// into out; a non-finite value is an error naming the tensor and index, and so is a tensor
+// that fails its checksum (util/safetensors.h; each tensor is verified once, as it is first
+// read). verified(): whether the file had checksums to verify (files written before sps
+// recorded them have none: the caller notes that, util's unverified_note).
 template <typename T>
 class WeightsFileReader {
  public:
   WeightsFileReader(const std::string& path, const ParamTable& table);
   ~WeightsFileReader();
   void read(int64_t offset, int64_t count, T* out) const;
+  bool verified() const;
 
  private:
   std::unique_ptr<SafetensorsFile> file_;
   const ParamTable& table_;
+  mutable std::vector<bool> checked_;  // per table entry: its checksum verified
 };
 
-// Loads every tensor of the file into `weights` (flat, in table order).
+// Loads every tensor of the file into `weights` (flat, in table order); returns verified().
 template <typename T>
-void load_weights(const std::string& path, const ParamTable& table, T* weights);
+bool load_weights(const std::string& path, const ParamTable& table, T* weights);
+
+// The model a weights file was saved with decides what it is: `config` (read from
+// `config_source`) must equal the model section stored in the file's metadata in every
+// field but model.persistent_key_window (an analysis setting applied when the model runs).
+// A difference is a UserError naming the field and both values; a file that stores no model
+// section (another tool's) passes.
+void require_saved_model(const std::string& weights_path, const ModelConfig& config,
+                         const std::string& config_source);
 
 // Loads the file into a model made with Model::InitialWeights::unset for inference, its
 // projections packed in `type` as they are read (Model::load_for_inference).
+// Returns verified().
 template <typename T>
-void load_weights_for_inference(const std::string& path, Model<T>& model, ops::WeightType type);
+bool load_weights_for_inference(const std::string& path, Model<T>& model, ops::WeightType type);
 
 }  // namespace sps

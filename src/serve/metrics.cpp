@@ -63,13 +63,21 @@ std::string Metrics::text(const Gauges& g) const {
          counter("sps_decode_steps_during_prefill_total",
                  "decode steps run between the layers of a long prompt's prefill",
                  decode_steps_during_prefill) +
+         counter("sps_connections_refused_total",
+                 "connections refused past --max-connections or --max-connections-per-client",
+                 connections_refused) +
+         counter("sps_requests_timed_out_total",
+                 "requests whose headers or body did not arrive within --timeout",
+                 requests_timed_out) +
+         gauge("sps_connections_open", "HTTP connections open", connections_open) +
          gauge("sps_queue_length", "completions waiting for decode rows", g.queue_length) +
          gauge("sps_active_rows", "decode rows in use", g.active_rows) +
          gauge("sps_rows", "decode rows (--parallel)", g.rows) +
          gauge("sps_kv_cache_bytes_in_use", "KV cache bytes holding tokens", g.kv_bytes_in_use) +
          gauge("sps_kv_cache_bytes_allocated", "KV cache bytes allocated", g.kv_bytes_allocated) +
          histogram("sps_time_to_first_token_seconds",
-                   "from a completion's arrival to each choice's first token", time_to_first_token) +
+                   "from a completion's arrival to each choice's first token",
+                   time_to_first_token) +
          histogram("sps_inter_token_latency_seconds", "between consecutive tokens of a choice",
                    inter_token_latency);
 }

@@ -38,6 +38,9 @@ struct Metrics {
   std::atomic<uint64_t> prompt_tokens{0};
   std::atomic<uint64_t> generated_tokens{0};
   std::atomic<uint64_t> decode_steps_during_prefill{0};  // a long prompt's forward paused
+  std::atomic<uint64_t> connections_refused{0};  // past --max-connections or the per-client cap
+  std::atomic<uint64_t> requests_timed_out{0};   // head or body late: answered 408, closed
+  std::atomic<int64_t> connections_open{0};
   Histogram time_to_first_token;  // seconds from submission to a choice's first token
   Histogram inter_token_latency;  // seconds between a choice's consecutive tokens
 

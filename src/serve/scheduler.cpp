@@ -83,21 +83,34 @@ Scheduler::Scheduler(Model<float>& model, const BpeTokenizer& tokenizer, Schedul
   prefill.batch = 1;
   prefill.max_prompt_tokens = max_prompt_;
   prefill_decoder_ = std::make_unique<Decoder<float>>(model_, prefill);
+  // Echo requests score their prompt token by token in extends that end at an EOS.
+  DecoderShape scoring;
+  scoring.batch = 1;
+  scoring.max_prompt_tokens = 1;
+  scoring.max_new_tokens = max_prompt_;
+  scoring.max_chunk_tokens = kScoreChunk;
+  score_decoder_ = std::make_unique<Decoder<float>>(model_, scoring);
+  model_.reserve(1, max_prompt_, /*training=*/false);  // the longest prompt's prefill
   step_tokens_.assign(options_.rows, 0);
   thread_ = std::thread([this] { run(); });
 }
 
 Scheduler::~Scheduler() { drain(std::chrono::milliseconds(0)); }
 
-bool Scheduler::submit(const std::shared_ptr<Job>& job) {
-  SPS_ASSERT(job->n >= 1 && job->n <= options_.rows && job->sampler);
-  SPS_ASSERT(!job->prompt.empty() && int64_t(job->prompt.size()) <= max_prompt_);
-  SPS_ASSERT(int64_t(job->prompt.size()) + job->max_tokens <= options_.context);
+bool Scheduler::submit(const std::vector<std::shared_ptr<Job>>& jobs) {
+  for (const auto& job : jobs) {
+    SPS_ASSERT(job->n >= 1 && job->n <= options_.rows && job->sampler);
+    SPS_ASSERT(!job->prompt.empty() && int64_t(job->prompt.size()) <= max_prompt_);
+    SPS_ASSERT(int64_t(job->prompt.size()) + job->max_tokens <= options_.context);
+  }
   {
     std::lock_guard lock(mutex_);
-    if (draining_ || int64_t(queue_.size()) >= options_.queue_limit) return false;
-    job->submitted_at_ = now_seconds();
-    queue_.push_back(job);
+    if (draining_ || int64_t(queue_.size() + jobs.size()) > options_.queue_limit) return false;
+    const double now = now_seconds();
+    for (const auto& job : jobs) {
+      job->submitted_at_ = now;
+      queue_.push_back(job);
+    }
   }
   wake_.notify_all();
   return true;
@@ -176,7 +189,8 @@ void Scheduler::run() {
     for (auto& job : admitted) admit(job);
     decode_turn();
     active_rows_ = int64_t(rows_.size());
-    kv_bytes_in_use_ = decoder_->cache().used_bytes();
+    // Only the live rows: a retired row's cache keeps its lengths until the row is reused.
+    kv_bytes_in_use_ = decoder_->cache().used_bytes(int64_t(rows_.size()));
     wake_.notify_all();  // drain() waits for an idle turn
     if (stopping && rows_.empty()) {
       std::lock_guard lock(mutex_);
@@ -219,16 +233,7 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
 // as `sps eval` scores a text), token i from the tokens before it. The prompt is fed in
 // extends that end at an EOS (a document may only end at an extend's last token).
 void Scheduler::score_prompt(Job& job) {
-  constexpr int64_t kChunk = 8;
   const ModelConfig& c = model_.config();
-  if (!score_decoder_) {
-    DecoderShape shape;
-    shape.batch = 1;
-    shape.max_prompt_tokens = 1;
-    shape.max_new_tokens = max_prompt_;
-    shape.max_chunk_tokens = kChunk;
-    score_decoder_ = std::make_unique<Decoder<float>>(model_, shape);
-  }
   const std::vector<int32_t>& p = job.prompt;
   const int64_t n = int64_t(p.size()), V = c.vocab_size;
   std::vector<TokenLogprob> out;
@@ -238,7 +243,7 @@ void Scheduler::score_prompt(Job& job) {
   // Feed p[0 .. n-1) so that logits after p[i-1] score p[i].
   for (int64_t i = 0; i + 1 < n;) {
     int64_t K = 0;
-    while (K < kChunk && i + K + 1 < n) {
+    while (K < kScoreChunk && i + K + 1 < n) {
       ++K;
       if (p[i + K - 1] == eos) break;
     }

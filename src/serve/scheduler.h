@@ -102,13 +102,17 @@ class Job {
 
 class Scheduler {
  public:
-  // `model` and `tokenizer` must outlive the scheduler; the thread starts at once.
+  // `model` and `tokenizer` must outlive the scheduler; the thread starts at once. Every
+  // buffer it will use is allocated here (decoders, their KV caches, the prefill's
+  // activations), so a shape that does not fit is a UserError now, not later.
   Scheduler(Model<float>& model, const BpeTokenizer& tokenizer, SchedulerOptions options,
             Metrics& metrics);
   ~Scheduler();
 
-  // Queues a job; false when the queue is full or the scheduler is draining.
-  bool submit(const std::shared_ptr<Job>& job);
+  // Queues every job of one request, or none: false when they do not all fit the queue or
+  // the scheduler is draining. More jobs than the whole queue (options().queue_limit) can
+  // never fit: the caller refuses such a request outright.
+  bool submit(const std::vector<std::shared_ptr<Job>>& jobs);
   // Stops taking jobs, lets queued and running ones finish for up to `grace`, cancels the
   // rest, and ends the thread.
   void drain(std::chrono::milliseconds grace);
@@ -125,6 +129,8 @@ class Scheduler {
   void retire_rows();
   void decode_turn();
   TokenLogprob token_logprob(const float* logits, int32_t id, int64_t top) const;
+
+  static constexpr int64_t kScoreChunk = 8;  // prompt tokens per extend when scoring
 
   Model<float>& model_;
   const BpeTokenizer& tokenizer_;

@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <random>
 #include <thread>
@@ -33,8 +35,6 @@ void send_json(httplib::Response& res, int status, const json& body) {
   res.set_content(dump(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
-
 ApiError busy(const char* why) {
   return ApiError(503, why, "", "server_error", "overloaded");
 }
@@ -56,9 +56,12 @@ struct Server::Prepared {
 
 Server::Server(Model<float>& model, const BpeTokenizer& tokenizer, ServerOptions options)
     : model_(model), tokenizer_(tokenizer), options_(std::move(options)) {
+  if (!options_.api_key.empty() &&
+      options_.api_key.find_first_not_of(" \t\r\n") == std::string::npos)
+    fail("the API key is only whitespace; give a real key, or none for an open server");
   if (options_.scheduler.context <= 0) options_.scheduler.context = model_.config().block_size;
   scheduler_ = std::make_unique<Scheduler>(model_, tokenizer_, options_.scheduler, metrics_);
-  http_ = std::make_unique<httplib::Server>();
+  http_ = make_http_server(options_.connections, metrics_);
   configure_http();
   routes();
 }
@@ -67,11 +70,16 @@ Server::~Server() { shutdown(std::chrono::milliseconds(0)); }
 
 int Server::bind() {
   int port = options_.port;
+  errno = 0;
   if (port == 0) {
     port = http_->bind_to_any_port(options_.host);
     if (port < 0) fail("cannot bind {} on a free port", options_.host);
   } else if (!http_->bind_to_port(options_.host, port)) {
-    fail("cannot listen on {}:{} (in use, or not an address of this machine)", options_.host, port);
+    if (errno == EADDRINUSE)
+      fail("cannot listen on {}:{}: port {} is in use (another server runs there?)", options_.host,
+           port, port);
+    fail("cannot listen on {}:{} ({}; is {} an address of this machine?)", options_.host, port,
+         errno ? std::strerror(errno) : "the address does not resolve", options_.host);
   }
   return port;
 }
@@ -95,12 +103,6 @@ void Server::shutdown(std::chrono::milliseconds grace) {
 // Limits, timeouts, the API key check and the error, exception and logging handlers.
 void Server::configure_http() {
   httplib::Server& http = *http_;
-  const int workers = options_.max_connections;
-  http.new_task_queue = [workers] { return new httplib::ThreadPool(size_t(workers)); };
-  http.set_payload_max_length(options_.max_body_bytes);
-  http.set_read_timeout(options_.read_timeout_seconds, 0);
-  http.set_write_timeout(options_.write_timeout_seconds, 0);
-  http.set_keep_alive_timeout(5);
   // A streamed token is a small write: without TCP_NODELAY, Nagle's algorithm holds it until
   // the client's delayed ACK (~40 ms on Linux), which measured as a 40 ms inter-token latency.
   http.set_tcp_nodelay(true);
@@ -117,12 +119,15 @@ void Server::configure_http() {
                              "invalid_request_error", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const std::string message = res.status == 404   ? "no route " + req.method + " " + req.path
-                                : res.status == 413 ? "the request body is too large"
-                                : res.status == 400 ? "bad request"
-                                                    : "error " + std::to_string(res.status);
+    const std::string message =
+        res.status == 404 ? "no route " + req.method + " " + req.path
+        : res.status == 413
+            ? fmt::format("the request body is larger than {} bytes (--max-body-bytes)",
+                          options_.connections.framing.max_body_bytes)
+        : res.status == 400 ? "bad request"
+                            : "error " + std::to_string(res.status);
     send_json(res, res.status, error_body(ApiError(res.status, message)));
   });
   http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -146,10 +151,12 @@ void Server::configure_http() {
 void Server::routes() {
   httplib::Server& http = *http_;
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (shutting_down_)
+    if (shutting_down_) {
+      res.set_header("Retry-After", std::to_string(options_.connections.retry_after_seconds));
       send_json(res, 503, {{"status", "shutting down"}});
-    else
+    } else {
       send_json(res, 200, {{"status", "ok"}});
+    }
   });
 
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -207,7 +214,7 @@ void Server::complete(const httplib::Request& req, httplib::Response& res, bool 
   std::shared_ptr<Prepared> p;
   try {
     p = prepare(req.body, chat);
-    submit(*p, res);
+    submit(*p);
   } catch (const ApiError& e) {
     send_error(res, e);
     return;
@@ -231,6 +238,14 @@ std::shared_ptr<Server::Prepared> Server::prepare(const std::string& body, bool 
   if (r.n > options_.scheduler.rows)
     throw ApiError(400, "'n': at most " + std::to_string(options_.scheduler.rows) +
                             " choices (the server's --parallel rows)", "n");
+  // Every prompt waits in the queue as one job: more than it holds could never be taken,
+  // so this is no 503 to retry.
+  if (int64_t(r.prompts.size()) > options_.scheduler.queue_limit)
+    throw ApiError(400,
+                   fmt::format("'prompt': {} prompts in one request; this server takes at most "
+                               "{} (its --queue)",
+                               r.prompts.size(), options_.scheduler.queue_limit),
+                   "prompt");
   std::random_device entropy;
   const uint64_t seed = r.seed ? *r.seed : (uint64_t(entropy()) << 32) ^ entropy();
   for (const Prompt& prompt : r.prompts) {
@@ -295,15 +310,16 @@ std::shared_ptr<Job> Server::make_job(const Prompt& prompt, const CompletionRequ
   return job;
 }
 
-void Server::submit(const Prepared& p, httplib::Response& res) {
+void Server::submit(const Prepared& p) {
   if (shutting_down_) throw busy("the server is shutting down");
-  for (const auto& job : p.jobs)
-    if (!scheduler_->submit(job)) {
-      cancel_all(p.jobs);
-      res.set_header("Retry-After", std::to_string(options_.retry_after_seconds));
-      throw busy(shutting_down_ ? "the server is shutting down"
-                                : "the queue is full; retry later");
-    }
+  if (!scheduler_->submit(p.jobs))
+    throw busy(shutting_down_ ? "the server is shutting down" : "the queue is full; retry later");
+}
+
+void Server::send_error(httplib::Response& res, const ApiError& e) const {
+  if (e.status == 503)
+    res.set_header("Retry-After", std::to_string(options_.connections.retry_after_seconds));
+  send_json(res, e.status, error_body(e));
 }
 
 void Server::answer_whole(const Prepared& p, const httplib::Request& req, httplib::Response& res) {

@@ -1,6 +1,7 @@
 #pragma once
-// The HTTP layer of `sps serve` (cpp-httplib): OpenAI-style routes over the scheduler
-// (serve/scheduler.h), API key, body and time limits, and a graceful shutdown.
+// The HTTP layer of `sps serve` (cpp-httplib, its connections handled by serve/connections.h):
+// OpenAI-style routes over the scheduler (serve/scheduler.h), API key, body, time and
+// connection limits, and a graceful shutdown.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "serve/connections.h"
 #include "serve/metrics.h"
 #include "serve/request.h"
 #include "serve/scheduler.h"
@@ -23,15 +25,13 @@ namespace sps::serve {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                     // 0: any free port (bind() says which)
-  std::string model_name = "sps";      // the id /v1/models lists and requests may name
-  std::string api_key;                 // empty: no authentication
+  int port = 8080;                 // 0: any free port (bind() says which)
+  std::string model_name = "sps";  // the id /v1/models lists and requests may name
+  std::string api_key;             // empty: no authentication; only whitespace: refused
   SchedulerOptions scheduler;
-  size_t max_body_bytes = 1 << 20;     // larger bodies: 413
-  int read_timeout_seconds = 10;       // per read of headers or body
-  int write_timeout_seconds = 10;
-  int max_connections = 32;            // worker threads: connections served at once
-  int retry_after_seconds = 1;         // the Retry-After of a 503
+  // Caps, deadlines, the largest body (connections.framing.max_body_bytes: larger is 413)
+  // and the Retry-After of every 503 (connections.retry_after_seconds).
+  ConnectionLimits connections;
 };
 
 class Server {
@@ -39,7 +39,8 @@ class Server {
   Server(Model<float>& model, const BpeTokenizer& tokenizer, ServerOptions options);
   ~Server();
 
-  // Binds the listening socket; returns the port. UserError if it cannot.
+  // Binds the listening socket; returns the port. UserError naming the address and port if
+  // it cannot (in use by another server, or not an address of this machine).
   int bind();
   // Serves until shutdown(); returns then.
   void listen();
@@ -59,7 +60,9 @@ class Server {
   std::shared_ptr<Prepared> prepare(const std::string& body, bool chat) const;  // or ApiError
   std::shared_ptr<Job> make_job(const Prompt& prompt, const CompletionRequest& request,
                                 uint64_t seed, std::string& prompt_text) const;
-  void submit(const Prepared& p, httplib::Response& res);  // 503 when the queue is full
+  void submit(const Prepared& p);  // ApiError 503 when the queue is full or stopping
+  // Every error answer; a 503 also says when to retry (Retry-After).
+  void send_error(httplib::Response& res, const ApiError& e) const;
   void answer_whole(const Prepared& p, const httplib::Request& req, httplib::Response& res);
   void answer_stream(std::shared_ptr<Prepared> p, httplib::Response& res);
 

@@ -209,22 +209,9 @@ std::string trajectory_difference(const TrainConfig& there, const TrainConfig& h
   auto check = [&](const char* field, const auto& a, const auto& b) {
     if (diff.empty() && !same(a, b)) diff = fmt::format("{} is {} there, {} here", field, a, b);
   };
-  const ModelConfig &m1 = there.model, &m2 = here.model;
-  check("model.family", m1.family, m2.family);
-  check("model.n_layer", m1.n_layer, m2.n_layer);
-  check("model.n_head", m1.n_head, m2.n_head);
-  check("model.hidden_size", m1.hidden_size, m2.hidden_size);
-  check("model.intermediate_size", m1.intermediate_size, m2.intermediate_size);
-  check("model.vocab_size", m1.vocab_size, m2.vocab_size);
-  check("model.block_size", m1.block_size, m2.block_size);
-  check("model.window_size", m1.window_size, m2.window_size);
-  check("model.persistent_key_window", m1.persistent_key_window, m2.persistent_key_window);
-  check("model.eos_token_id", m1.eos_token_id, m2.eos_token_id);
-  check("model.predict_token_id", m1.predict_token_id, m2.predict_token_id);
-  check("model.pad_token_id", m1.pad_token_id, m2.pad_token_id);
-  check("model.rope_theta", m1.rope_theta, m2.rope_theta);
-  check("model.norm_eps", m1.norm_eps, m2.norm_eps);
-  check("model.init_std", m1.init_std, m2.init_std);
+  const auto model = model_config_differences(there.model, here.model);
+  if (!model.empty())
+    return fmt::format("{} is {} there, {} here", model[0].field, model[0].first, model[0].second);
   const TrainingSettings &t1 = there.training, &t2 = here.training;
   check("training.global_batch_size", t1.global_batch_size, t2.global_batch_size);
   check("training.sampler_type", t1.sampler_type, t2.sampler_type);
@@ -291,8 +278,13 @@ TrainerState load_checkpoint(const std::string& dir, const TrainConfig& config, 
          "{} × {} tokens per step make {}",
          state_path, state.tokens, state.step, config.training.global_batch_size,
          config.model.block_size, state.step * config.tokens_per_step());
-  load_weights(dir + "/model.safetensors", table, weights);
-  optimizer.load(dir + "/optimizer.safetensors");
+  // The checkpoint's config agrees with its weights (and, above, with this run).
+  const std::string weights_path = dir + "/model.safetensors";
+  require_saved_model(weights_path, load_model_config(config_path, {}), config_path);
+  const bool verified_weights = load_weights(weights_path, table, weights);
+  const bool verified_moments = optimizer.load(dir + "/optimizer.safetensors");
+  if (!verified_weights || !verified_moments)
+    std::fprintf(stderr, "sps: %s\n", unverified_note(dir).c_str());
   if (optimizer.step() != state.step)
     fail("{}: the optimizer made {} updates, the trainer state says {} steps", dir,
          optimizer.step(), state.step);

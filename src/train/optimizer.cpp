@@ -1,7 +1,6 @@
 #include "train/optimizer.h"
 
 #include <cmath>
-#include <cstring>
 #include <map>
 
 #include "ops/ops.h"
@@ -97,7 +96,7 @@ void AdamW::save(const std::string& path) const {
   });
 }
 
-void AdamW::load(const std::string& path) {
+bool AdamW::load(const std::string& path) {
   SafetensorsFile file(path);
   if (file.header().tensors.size() != 2 * table_.entries().size())
     fail("{}: {} tensors, expected {} (exp_avg and exp_avg_sq of every parameter)", path,
@@ -114,7 +113,7 @@ void AdamW::load(const std::string& path) {
           if (info->dtype != DType::F32 || info->shape != e.shape)
             fail("{}: tensor '{}' is not F32 of the parameter's shape", path, name);
           float* out = (second ? host_v : host_m) + e.offset;
-          std::memcpy(out, file.data(*info), sizeof(float) * size_t(e.numel));
+          file.read_into(name, out);  // verifies the tensor's checksum
           for (int64_t k = 0; k < e.numel; ++k)
             if (!std::isfinite(out[k]) || (second && out[k] < 0))
               fail("{}: tensor '{}' holds {} at index {}, not a{} finite moment", path, name,
@@ -130,6 +129,7 @@ void AdamW::load(const std::string& path) {
   } catch (const std::exception&) {
     fail("{}: metadata 'step' is not a number: '{}'", path, it->second);
   }
+  return file.has_checksums();
 }
 
 template double global_grad_norm<float>(const ops::Backend<float>&, const float*, int64_t);

@@ -52,9 +52,10 @@ class AdamW {
 
   // optimizer.safetensors: per parameter `NAME.exp_avg` and `NAME.exp_avg_sq` (F32, the
   // parameter's shape) and the update count in the metadata ("step"). Loading checks every
-  // name and shape; a mismatch is a UserError naming the file.
+  // name, shape and checksum; a mismatch is a UserError naming the file. It returns whether
+  // the file had checksums to verify (those written before sps recorded them have none).
   void save(const std::string& path) const;
-  void load(const std::string& path);
+  bool load(const std::string& path);
 
  private:
   const ParamTable& table_;

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
 #include <algorithm>
+#include <functional>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -74,6 +76,8 @@ class HeaderReader {
   explicit HeaderReader(SafetensorsHeader* header) : header_(header) {}
   const std::string& error() const { return error_; }
   bool finished() const { return where_ == Where::done; }
+  // Where the JSON parser stopped at a syntax error (1-based, as nlohmann counts); 0 if none.
+  size_t error_position() const { return error_position_; }
 
   bool null() { return unexpected("null"); }
   bool boolean(bool) { return unexpected("a boolean"); }
@@ -211,6 +215,7 @@ class HeaderReader {
   }
 
   bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& ex) {
+    error_position_ = position;
     // Drop the "[json.exception.parse_error.101] " prefix; keep the explanation.
     std::string what = ex.what();
     size_t close = what.find("] ");
@@ -267,7 +272,33 @@ class HeaderReader {
   int fields_seen_ = 0;  // bits: dtype, shape, data_offsets
   int offsets_count_ = 0;
   std::string error_;
+  size_t error_position_ = 0;
 };
+
+// The offset just past the '}' that closes the JSON object starting the header, or npos
+// when it never closes in [0, n): braces are counted outside strings only.
+size_t json_object_end(const char* text, size_t n) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string::npos;
+}
+
+bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // numel of `shape`, false on overflow.
 bool checked_numel(const std::vector<int64_t>& shape, int64_t* numel) {
@@ -281,6 +312,51 @@ bool checked_numel(const std::vector<int64_t>& shape, int64_t* numel) {
     if (__builtin_mul_overflow(n, s, &n)) return false;
   *numel = n;
   return true;
+}
+
+bool is_checksum_text(const std::string& text) {
+  if (text.size() != 32) return false;
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// Moves the checksums' metadata entry into the tensors: a JSON object naming exactly the
+// file's tensors, each with 32 hex digits.
+void attach_checksums(SafetensorsHeader& header, const std::string& source) {
+  const auto entry = header.metadata.find(kChecksumsKey);
+  if (entry == header.metadata.end()) return;
+  const std::string& text = entry->second;
+  // A real entry is about 40 bytes per tensor plus its name (up to 6 bytes per byte when
+  // escaped): anything larger is refused before it is parsed.
+  size_t bound = 16;
+  for (const TensorInfo& t : header.tensors) bound += 48 + 6 * t.name.size();
+  nlohmann::json sums;
+  if (text.size() <= bound) sums = nlohmann::json::parse(text, nullptr, false);
+  if (!sums.is_object())
+    fail("{}: invalid safetensors header: __metadata__ '{}' is not a JSON object of checksums",
+         source, kChecksumsKey);
+  if (sums.size() != header.tensors.size())
+    fail("{}: invalid safetensors header: __metadata__ '{}' holds {} checksums for {} tensors",
+         source, kChecksumsKey, sums.size(), header.tensors.size());
+  for (TensorInfo& t : header.tensors) {
+    const auto sum = sums.find(t.name);
+    if (sum == sums.end() || !sum->is_string() || !is_checksum_text(sum->get<std::string>()))
+      fail("{}: invalid safetensors header: no checksum (32 hex digits) for tensor '{}' in "
+           "__metadata__ '{}'",
+           source, printable(t.name), kChecksumsKey);
+    t.checksum = sum->get<std::string>();
+  }
+  header.metadata.erase(entry);
+  header.checksummed = true;
+}
+
+std::string canonical_hex(XXH128_hash_t hash) {
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, hash);
+  std::string out;
+  for (unsigned char byte : canonical.digest) out += fmt::format("{:02x}", byte);
+  return out;
 }
 
 uint64_t read_u64_le(const uint8_t* p) {
@@ -327,6 +403,16 @@ void convert_elements(DType dtype, const uint8_t* src, size_t n, Out* dst) {
 }
 
 }  // namespace
+
+std::string xxh3_128_hex(const void* bytes, size_t size) {
+  return canonical_hex(XXH3_128bits(bytes, size));
+}
+
+std::string unverified_note(const std::string& what) {
+  return fmt::format("note: {} has no tensor checksums (written before sps recorded them), so "
+                     "its data are not verified",
+                     what);
+}
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
@@ -386,11 +472,29 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, size_t size,
   header.data_offset = 8 + header_bytes;
   HeaderReader reader(&header);
   const char* json_begin = reinterpret_cast<const char*>(bytes + 8);
-  bool ok = nlohmann::json::sax_parse(json_begin, json_begin + header_bytes, &reader);
+  const bool ok = nlohmann::json::sax_parse(json_begin, json_begin + header_bytes, &reader);
+  // A wrong header length shows as JSON cut short or followed by data bytes; name it rather
+  // than the bytes the JSON parser stumbled on. Only spaces may follow the JSON (nlohmann's
+  // parser also stops at a NUL, which would hide what comes after it).
+  const size_t json_end = json_object_end(json_begin, header_bytes);
+  if (json_end == std::string::npos && (!ok || !reader.finished()) &&
+      reader.error_position() >= header_bytes)
+    fail("{}: invalid safetensors header: the header length {} ends inside the JSON header "
+         "(a damaged header length, or a truncated file?)",
+         source, header_bytes);
+  if (json_end != std::string::npos && (ok || reader.error_position() > json_end)) {
+    size_t k = json_end;
+    while (k < header_bytes && is_json_space(json_begin[k])) ++k;
+    if (k < header_bytes)
+      fail("{}: invalid safetensors header: the JSON header ends at byte {} but the header length "
+           "is {}, and header byte {} is 0x{:02x}, not space padding (a damaged header length?)",
+           source, json_end, header_bytes, k, static_cast<unsigned char>(json_begin[k]));
+  }
   if (!ok || !reader.finished()) {
     fail("{}: invalid safetensors header: {}", source,
          reader.error().empty() ? std::string("incomplete JSON") : reader.error());
   }
+  attach_checksums(header, source);
 
   const uint64_t data_bytes = size - header.data_offset;
   for (const TensorInfo& t : header.tensors) {
@@ -498,20 +602,47 @@ void SafetensorsFile::read_into(const std::string& name, Out* out, int64_t first
   if (!info) fail("{}: no tensor named '{}'", path_, printable(name));
   if (count < 0) count = info->numel() - first;
   SPS_ASSERT(first >= 0 && first + count <= info->numel());
-  const size_t n = static_cast<size_t>(count), width = dtype_size(info->dtype);
+  const size_t width = dtype_size(info->dtype);
   const uint8_t* src = static_cast<const uint8_t*>(data(*info)) + size_t(first) * width;
+  // A whole tensor's checksum is taken as its values are converted: one pass over the file.
+  const bool verifying = has_checksums() && count == info->numel();
+  scan_pages(*info, src, size_t(count), verifying, [&](const uint8_t* begin, size_t done, size_t n) {
+    convert_elements(info->dtype, begin, n, out + done);
+  });
+}
+
+void SafetensorsFile::verify(const std::string& name) const {
+  const TensorInfo* info = find(name);
+  if (!info) fail("{}: no tensor named '{}'", path_, printable(name));
+  if (!has_checksums()) return;
+  scan_pages(*info, static_cast<const uint8_t*>(data(*info)), size_t(info->numel()), true,
+             [](const uint8_t*, size_t, size_t) {});
+}
+
+void SafetensorsFile::scan_pages(const TensorInfo& info, const uint8_t* src, size_t n,
+                                 bool verifying,
+                                 const std::function<void(const uint8_t*, size_t, size_t)>& use)
+    const {
+  const size_t width = dtype_size(info.dtype);
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> hash(XXH3_createState(),
+                                                                             XXH3_freeState);
+  SPS_ASSERT(hash && XXH3_128bits_reset(hash.get()) == XXH_OK);
   constexpr size_t kChunk = size_t(1) << 20;  // elements
-  for (size_t first = 0; first < n; first += kChunk) {
-    const size_t count = std::min(kChunk, n - first);
-    const uint8_t* begin = src + first * width;
-    convert_elements(info->dtype, begin, count, out + first);
+  for (size_t done = 0; done < n; done += kChunk) {
+    const size_t count = std::min(kChunk, n - done);
+    const uint8_t* begin = src + done * width;
+    if (verifying) XXH3_128bits_update(hash.get(), begin, count * width);
+    use(begin, done, count);
     // The pages read so far leave memory (the mapping is read-only and file-backed: a later
     // read faults them in again), so a file costs one chunk beyond what it is copied into.
     const uintptr_t from = uintptr_t(begin) / page * page;
     const uintptr_t to = uintptr_t(begin + count * width) / page * page;
     if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
   }
+  if (verifying && canonical_hex(XXH3_128bits_digest(hash.get())) != info.checksum)
+    fail("{}: tensor '{}' does not match its checksum: the file is damaged", path_,
+         printable(info.name));
 }
 
 template void SafetensorsFile::read_into<float>(const std::string&, float*, int64_t,
@@ -538,20 +669,13 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
     }
   };
 
-  std::string header = "{";
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [key, value] : metadata) {
-      if (!first) header += ',';
-      first = false;
-      header += quoted(key) + ':' + quoted(value);
-    }
-    header += '}';
-  }
+  if (metadata.count(kChecksumsKey))
+    fail("{}: the metadata key '{}' is reserved for the tensors' checksums", path, kChecksumsKey);
   std::unordered_set<std::string> names;
   std::vector<uint64_t> sizes;
   uint64_t offset = 0;
+  std::string entries;  // ,"name":{…} per tensor
+  json checksums = json::object();
   for (const TensorToWrite& t : tensors) {
     if (t.name == "__metadata__") fail("{}: '__metadata__' cannot name a tensor", path);
     if (!names.insert(t.name).second) fail("{}: duplicate tensor name '{}'", path, printable(t.name));
@@ -563,14 +687,21 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
         __builtin_mul_overflow(static_cast<uint64_t>(numel), dtype_size(t.dtype), &bytes))
       fail("{}: tensor '{}': shape {} is too large", path, printable(t.name), shape_text(t.shape));
     SPS_ASSERT(bytes == 0 || t.data != nullptr);
-    if (header.size() > 1) header += ',';
-    header += fmt::format("{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                          quoted(t.name), dtype_name(t.dtype), fmt::join(t.shape, ","), offset,
-                          offset + bytes);
+    entries += fmt::format(",{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                           quoted(t.name), dtype_name(t.dtype), fmt::join(t.shape, ","), offset,
+                           offset + bytes);
+    checksums[t.name] = xxh3_128_hex(t.data, bytes);
     offset += bytes;
     sizes.push_back(bytes);
   }
-  header += '}';
+  std::map<std::string, std::string> all_metadata = metadata;
+  all_metadata[kChecksumsKey] = checksums.dump();
+  std::string header = "{\"__metadata__\":{";
+  for (const auto& [key, value] : all_metadata) {
+    if (header.back() != '{') header += ',';
+    header += quoted(key) + ':' + quoted(value);
+  }
+  header += '}' + entries + '}';
   // Spaces up to a multiple of 8 keep the data section 8-byte aligned.
   header.append((8 - header.size() % 8) % 8, ' ');
   if (header.size() > kMaxHeaderBytes) fail("{}: safetensors header over 100 MB", path);

@@ -360,6 +360,38 @@ TEST(Prepare, OutputFolderRules) {
   EXPECT_EQ(testing::byte_tokenizer().decode(testing::read_tokens(dir / "out/train.bin")), "two<|endoftext|>");
 }
 
+// A run killed right after it made its folder leaves the folder holding only its lock file:
+// that folder is the next run's to fill without --overwrite (and to remove if it fails),
+// while a live writer's lock still stops it.
+TEST(Prepare, AFolderHoldingOnlyAStaleLockIsFilled) {
+  TempDir dir;
+  write_whole_file(dir / "a.txt", "one");
+  fs::create_directories(dir / "out");
+  write_whole_file(folder_lock_path(dir / "out"), "");
+  {
+    const WriterLock live(folder_lock_path(dir / "out"), dir / "out");
+    EXPECT_NE(error_of([&] {
+                prepare_data(options_for({dir / "a.txt"}, dir / "out"), testing::byte_tokenizer());
+              }).find("in use by another sps process"),
+              std::string::npos);
+    EXPECT_TRUE(fs::exists(folder_lock_path(dir / "out")));
+  }
+  write_whole_file(folder_lock_path(dir / "out"), "");  // what a SIGKILL leaves
+  write_whole_file(dir / "bad.jsonl", "not json\n");
+  EXPECT_THROW(
+      prepare_data(options_for({dir / "bad.jsonl"}, dir / "out"), testing::byte_tokenizer()),
+      UserError);
+  EXPECT_FALSE(fs::exists(dir / "out"));  // a failed run removes the folder, as one it made
+  fs::create_directories(dir / "out");
+  write_whole_file(folder_lock_path(dir / "out"), "");
+  prepare_data(options_for({dir / "a.txt"}, dir / "out"), testing::byte_tokenizer());
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir / "out"))
+    names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"meta.json", "train.bin", "val.bin"}));
+}
+
 TEST(Prepare, MissingAndEmptyInputs) {
   TempDir dir;
   EXPECT_EQ(error_of([&] { prepare_data(options_for({dir / "nope.txt"}, dir / "out"), testing::byte_tokenizer()); }),

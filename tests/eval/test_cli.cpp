@@ -3,13 +3,16 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
 #include "eval_fixtures.h"
 #include "model/weights_io.h"
+#include "util/safetensors_edits.h"
 #include "util/temp_dir.h"
 
 namespace sps::testing {
@@ -113,6 +116,55 @@ TEST(EvalCli, BadInputIsOneLineAndStatusTwo) {
   expect_one_line_error(f.base + " --scoring fast --tasks piqa --task-file piqa=" + f.dir.file("bad.jsonl"),
                         "--scoring fast: expected naive or shared");
   expect_one_line_error(f.base + " --val-tokens -5 --tasks val:" + f.dir.file("val.bin"), "--val-tokens");
+}
+
+// A checkpoint's model.safetensors records its model: an edited config.yaml cannot make it
+// another model (each of these edits used to change the NLL silently), and a damaged weight
+// is caught by its checksum. A file without checksums still loads, with one note.
+TEST(EvalCli, TheStoredModelDecidesAndTheWeightsMustBeIntact) {
+  Fixture f;
+  const std::string ckpt = f.dir.file("ckpt"), weights = ckpt + "/model.safetensors",
+                    config = ckpt + "/config.yaml";
+  std::filesystem::create_directories(ckpt);
+  const std::string yaml = read_whole_file(f.dir.file("config.yaml"));
+  write(config, yaml);
+  Model<float> model(load_model_config(config, {}));
+  model.init_weights(5);
+  save_weights(weights, model.params(), model.weights(), yaml);
+  write(f.dir.file("doc.txt"), "Some text to score, long enough for two windows of sixteen.\n");
+  const std::string command = "'" + kSpsBinary + "' eval --quiet --checkpoint " + ckpt +
+                              " --tasks corpus:doc=" + f.dir.file("doc.txt");
+  std::string out;
+  ASSERT_EQ(run(command, &out), 0) << out;
+  EXPECT_EQ(out.find("note"), std::string::npos) << out;
+
+  // field, text in the config, its replacement, the saved value, the edited one
+  const std::vector<std::array<std::string, 5>> edits = {
+      {"n_head", "n_head: 2", "n_head: 4", "2", "4"},
+      {"window_size", "window_size: 2", "window_size: 3", "2", "3"},
+      {"rope_theta", "n_layer: 2", "n_layer: 2\n  rope_theta: 500000", "10000", "500000"},
+      {"norm_eps", "n_layer: 2", "n_layer: 2\n  norm_eps: 0.00001", "1e-06", "1e-05"}};
+  for (const auto& [field, from, to, saved, edited_value] : edits) {
+    std::string edited = yaml;
+    edited.replace(edited.find(from), from.size(), to);
+    write(config, edited);
+    expect_one_line_error(command, weights + " was saved with model." + field + " = " + saved +
+                                       ", but " + config + " says " + edited_value +
+                                       "; the model stored with the weights decides");
+  }
+  write(config, yaml);
+
+  // One exponent bit of one weight (this once gave exit status 0 and an NLL of 1.97e36).
+  flip_tensor_bit(weights, "transformer.h.1.mlp.down_proj.weight", 4 * 17 + 3, 5);
+  expect_one_line_error(command, weights + ": tensor 'transformer.h.1.mlp.down_proj.weight' does "
+                                           "not match its checksum: the file is damaged");
+  flip_tensor_bit(weights, "transformer.h.1.mlp.down_proj.weight", 4 * 17 + 3, 5);
+
+  strip_checksums(weights);
+  ASSERT_EQ(run(command, &out), 0) << out;
+  EXPECT_NE(out.find("sps: note: " + weights + " has no tensor checksums"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("note"), out.rfind("note")) << out;  // one note
 }
 
 nlohmann::json json_file(const std::string& path) {

@@ -218,7 +218,7 @@ TEST(GenerateCli, BadInputIsOneLineAndStatusTwo) {
   standard.family = "standard";
   write_whole_file(other + "/config.yaml", model_yaml(standard));
   expect_error("--checkpoint " + quote(other) + " --tokenizer " + quote(f.tokenizer) + prompt,
-               "holds a sps model");
+               "was saved with model.family = sps, but");
 
   // A tokenizer whose vocabulary does not fit the model.
   std::vector<std::string> tokens;

@@ -10,6 +10,7 @@
 #include "tokenizer/bpe.h"
 #include "train/checkpoint.h"
 #include "run_command.h"
+#include "util/safetensors_edits.h"
 #include "util/temp_dir.h"
 
 namespace sps {
@@ -147,6 +148,59 @@ TEST(ConvertCli, ExportsAStandardModel) {
   // A tokenizer whose EOS is not the model's is refused.
   EXPECT_EQ(convert(quoted(small.checkpoint) + " --to gguf --tokenizer gpt2 --out " + quoted(dir.file("c.gguf")), &err), 2);
   EXPECT_FALSE(fs::exists(dir.file("c.gguf")));
+}
+
+// What is converted is what was saved: a config edited away from the weights' own model, or a
+// damaged weight, stops the conversion in one line and nothing is written.
+TEST(ConvertCli, TheCheckpointMustAgreeWithItselfAndBeIntact) {
+  TempDir dir;
+  const SmallModel small(dir);
+  const std::string weights = small.checkpoint + "/model.safetensors",
+                    config = small.checkpoint + "/config.yaml", out = dir.file("c.gguf");
+  const std::string args = quoted(small.checkpoint) + " --to gguf --tokenizer " +
+                           quoted(small.rank_file) + " --out " + quoted(out);
+  const std::string yaml = testing::read_whole_file(config);
+  std::string edited = yaml, err;
+  edited.replace(edited.find("n_head: 2"), 9, "n_head: 1");
+  testing::write_whole_file(config, edited);
+  EXPECT_EQ(convert(args, &err), 2);
+  EXPECT_EQ(err, "sps: " + weights + " was saved with model.n_head = 2, but " + config +
+                     " says 1; the model stored with the weights decides (restore the config's "
+                     "value)\n");
+  testing::write_whole_file(config, yaml);
+  testing::flip_tensor_bit(weights, "transformer.wte.weight", 7, 6);
+  EXPECT_EQ(convert(args, &err), 2);
+  EXPECT_EQ(err, "sps: " + weights +
+                     ": tensor 'transformer.wte.weight' does not match its checksum: the file is "
+                     "damaged\n");
+  EXPECT_FALSE(fs::exists(out));
+  testing::flip_tensor_bit(weights, "transformer.wte.weight", 7, 6);
+  ASSERT_EQ(convert(args, &err), 0) << err;
+}
+
+// A small archive cannot make the importer ask for much more memory than it is: a data.pkl
+// that inflates far past its archive, and one whose values would take far more than it.
+TEST(ConvertCli, SmallArchivesCannotAskForMuchMemory) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  // A pickle of one 5 MiB string deflates to a few kilobytes.
+  std::string text = "\x80\x02X";
+  for (int i = 0; i < 4; ++i) text += char(((5 << 20) >> (8 * i)) & 0xFF);
+  const std::string inflating = dir.file("inflating.pt");
+  testing::write_zip(inflating, {{"archive/data.pkl", text + std::string(5 << 20, 'a') + "."}},
+                     /*deflate=*/true);
+  std::string err;
+  EXPECT_EQ(convert(quoted(inflating) + " --to sps --out " + quoted(out), &err), 2);
+  EXPECT_NE(err.find("record archive/data.pkl would inflate to 5242888 bytes, over the limit of "),
+            std::string::npos)
+      << err;
+  // Stored as is, 2 MB of them would build 2 million values (hundreds of MB).
+  const std::string values = dir.file("values.pt");
+  testing::write_zip(values, {{"archive/data.pkl", "\x80\x02" + std::string(2 << 20, 'N')}});
+  EXPECT_EQ(convert(quoted(values) + " --to sps --out " + quoted(out), &err), 2);
+  EXPECT_NE(err.find("reading this pickle would take more than"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 TEST(ConvertCli, InterleavedFamiliesDoNotExportToGguf) {

@@ -243,6 +243,30 @@ TEST(ImportHostile, PickleCallingCodeIsRefusedBeforeAnythingRuns) {
   }
 }
 
+// model_args sizes the weights; before they are allocated, every tensor must be there with
+// its shape. Shapes of hundreds of terabytes with no tensors at all are refused in one line.
+TEST(ImportHostile, ModelArgsCannotAskForMoreThanItsTensors) {
+  testing::TempDir dir;
+  testing::PickleBytes p;
+  p.op('}').str("model_args").op('}');
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, int32_t>>{{"n_layer", 4096},
+                                                    {"n_head", 64},
+                                                    {"hidden_size", 65536},
+                                                    {"intermediate_size", 65536},
+                                                    {"vocab_size", 50304},
+                                                    {"block_size", 1024},
+                                                    {"eos_token_id", 50256},
+                                                    {"pad_token_id", 50303}})
+    p.str(key).int4(value).op('s');
+  p.op('s').str("model").op('}').op('s');
+  const std::string path = dir.file("huge.pt");
+  testing::write_zip(path, {{"archive/data.pkl", p.done()}});
+  ImportOptions options;
+  options.family = "standard";
+  EXPECT_EQ(import_error(path, options), path + ": model.transformer.wte.weight is missing");
+}
+
 TEST(ImportHostile, StorageOffsetPastTheEnd) {
   testing::TempDir dir;
   testing::PickleBytes p;

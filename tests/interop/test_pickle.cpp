@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "interop/pickle.h"
+#include "interop/torch_archive.h"
 #include "interop_fixtures.h"
 #include "util/error.h"
 
@@ -12,7 +13,8 @@ namespace {
 using testing::PickleBytes;
 
 PickleDocument parse(const std::string& bytes) {
-  return unpickle(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "test.pkl");
+  return unpickle(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "test.pkl",
+                  pickle_memory_budget(bytes.size()));
 }
 
 std::string error_of(const std::string& bytes) {
@@ -91,6 +93,42 @@ TEST(Unpickler, RefusesATensorPastTheEndOfItsStorage) {
   PickleBytes ok;
   ok.op('}').op('(').str("w").tensor("0", 4, 0, 4).op('u');
   EXPECT_EQ(error_of(ok.done()), "");
+}
+
+// What a pickle builds is counted against its budget as it is built: values, the stack,
+// marks, memo entries and container items, whichever a hostile pickle piles up.
+TEST(Unpickler, StaysWithinItsMemoryBudget) {
+  const auto error_within = [](const std::string& bytes, size_t budget) {
+    try {
+      unpickle(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "test.pkl", budget);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string memo = "\x80\x02]";  // one list, stored under 20000 memo ids
+  for (uint32_t i = 0; i < 20000; ++i)
+    memo += std::string("r") + char(i & 0xFF) + char(i >> 8) + std::string(2, '\0');
+  std::string gets = std::string("\x80\x02]q\x00(", 6);  // a list of 20000 references to itself
+  for (int i = 0; i < 20000; ++i) gets += std::string("h\x00", 2);
+  gets += "e.";
+  const std::vector<std::string> hostile = {
+      "\x80\x02(" + std::string(20000, 'N') + "t.",  // 20000 values
+      "\x80\x02" + std::string(20000, '(') + "N.",   // 20000 marks
+      memo + ".", gets};
+  for (const std::string& bytes : {hostile[0], hostile[2], hostile[3]})
+    EXPECT_EQ(error_within(bytes, size_t(1) << 30), "");  // well-formed, given the memory
+  for (const std::string& bytes : hostile) {
+    const std::string e = error_within(bytes, 100000);
+    EXPECT_NE(e.find("reading this pickle would take more than 100000 bytes of memory"),
+              std::string::npos)
+        << e;
+  }
+  // The budget of an archive grows with it, from a floor; its data.pkl's limit too.
+  EXPECT_EQ(pickle_memory_budget(0), size_t(16) << 20);
+  EXPECT_EQ(pickle_memory_budget(1000), (size_t(16) << 20) + 64000);
+  EXPECT_EQ(pickle_size_limit(1000), (size_t(4) << 20) + 4000);
+  EXPECT_EQ(pickle_size_limit(size_t(1) << 40), kMaxPickleBytes);
 }
 
 TEST(Unpickler, RefusesOtherOpcodesAndBrokenStreams) {

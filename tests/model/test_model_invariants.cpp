@@ -16,6 +16,7 @@
 #include "util/alloc_counter.h"
 #include "util/error.h"
 #include "util/safetensors.h"
+#include "util/safetensors_edits.h"
 #include "util/user_error.h"
 
 namespace sps::testing {
@@ -85,6 +86,29 @@ TEST_P(ModelInvariants, LoadingForInferenceEqualsPackingInMemory) {
     EXPECT_LT(loaded.weight_bytes(), previous_bytes) << ops::weight_type_name(type);
     previous_bytes = loaded.weight_bytes();
   }
+  std::filesystem::remove(path);
+}
+
+// Packing reads a projection a few panels at a time; its checksum is still verified, before
+// the first part is used, whatever part the damage is in.
+TEST(WeightsFileReader, ATensorReadInPartsIsVerifiedWhole) {
+  const ModelConfig c = micro_config("sps", 3);
+  Model<float> model(c);
+  randomize_weights(model, 8);
+  const std::string path = ::testing::TempDir() + "/parts.safetensors";
+  save_weights(path, model.params(), model.weights());
+  const ParamEntry& e = model.params().entries()[1];
+  ASSERT_GE(e.numel, 4);
+  flip_tensor_bit(path, e.name, 4 * (e.numel - 1), 3);  // in the tensor's last value
+  const WeightsFileReader<float> reader(path, model.params());
+  std::vector<float> part(size_t(e.numel / 2));
+  std::string error;
+  try {
+    reader.read(e.offset, e.numel / 2, part.data());
+  } catch (const UserError& caught) {
+    error = caught.what();
+  }
+  EXPECT_EQ(error, path + ": tensor '" + e.name + "' does not match its checksum: the file is damaged");
   std::filesystem::remove(path);
 }
 

@@ -6,7 +6,10 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -142,11 +145,14 @@ TEST(ServeCli, AnswersWhatGeneratePrintsAndDrainsOnSigterm) {
 
 TEST(ServeCli, BadFlagsAreOneLineAndStatusTwo) {
   Checkpoint ckpt("standard");
+  std::string err;
   const auto run = [&](const std::string& args) {
     std::string out;
     const std::string err_path = ckpt.dir.file("err.txt");
-    const int status = run_command(quote(kSps) + " serve " + args + " 2>" + quote(err_path), &out);
-    const std::string err = read_whole_file(err_path);
+    // A bound on the time: a flag that should be refused but starts a server fails the test.
+    const int status =
+        run_command("timeout 30 " + quote(kSps) + " serve " + args + " 2>" + quote(err_path), &out);
+    err = read_whole_file(err_path);
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << args << ": " << err;
     return status;
   };
@@ -155,7 +161,218 @@ TEST(ServeCli, BadFlagsAreOneLineAndStatusTwo) {
   EXPECT_EQ(run(ckpt.args() + " --api-key-file " + quote(ckpt.dir.file("missing"))), 2);
   EXPECT_EQ(run(ckpt.args() + " --port 70000"), 2);
   EXPECT_EQ(run(ckpt.args() + " --parallel 0"), 2);
+  EXPECT_EQ(run(ckpt.args() + " --queue 0"), 2);
   EXPECT_EQ(run("--checkpoint " + quote(ckpt.dir.file("nowhere"))), 2);
+  // An empty key, from any source, would otherwise mean an open server (`--api-key "$UNSET"`).
+  EXPECT_EQ(run(ckpt.args() + " --api-key ''"), 2);
+  EXPECT_EQ(err, "sps: --api-key: the API key is empty or only whitespace; give a real key, or "
+                 "leave out --api-key and --api-key-file for a server without one\n");
+  EXPECT_EQ(run(ckpt.args() + " --api-key ' \t'"), 2);
+  EXPECT_NE(err.find("--api-key: the API key is empty or only whitespace"), std::string::npos);
+  const std::string blank = ckpt.dir.file("blank.key");
+  write_whole_file(blank, " \n\t\n");
+  EXPECT_EQ(run(ckpt.args() + " --api-key-file " + quote(blank)), 2);
+  EXPECT_NE(err.find("--api-key-file " + blank + ": the API key is empty"), std::string::npos)
+      << err;
+  // Rows × context that cannot fit: one line, needed vs available, before anything is allocated.
+  EXPECT_EQ(run(ckpt.args() + " --ctx 1048576 --parallel 1024"), 2);
+  EXPECT_EQ(err.rfind("sps: --parallel 1024 with --ctx 1048576: the KV cache and decode buffers of "
+                      "1024 rows × 1048576 positions: needs ",
+                      0),
+            0u)
+      << err;
+  EXPECT_NE(err.find(" of memory is available"), std::string::npos) << err;
+}
+
+// Two servers on one port would split its clients between them (maybe two different models):
+// the second fails in one line naming the port, and the first goes on serving.
+TEST(ServeCli, ASecondServerOnABusyPortFails) {
+  Checkpoint ckpt("standard");
+  ServeProcess first(ckpt.args(), ckpt.dir);
+  ASSERT_GT(first.port, 0) << read_whole_file(first.err_path);
+  const std::string err_path = ckpt.dir.file("second.err");
+  std::string out;
+  EXPECT_EQ(
+      run_command("timeout 60 " + quote(kSps) + " serve " + ckpt.args() + " --threads 1 --port " +
+                      std::to_string(first.port) + " 2>" + quote(err_path),
+                  &out),
+      2);
+  EXPECT_EQ(read_whole_file(err_path),
+            fmt::format("sps: cannot listen on 127.0.0.1:{0}: port {0} is in use (another server "
+                        "runs there?)\n",
+                        first.port));
+  httplib::Client c("127.0.0.1", first.port);
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(first.stop(SIGTERM), 0);
+}
+
+// Resident memory (KiB) and open file descriptors of process `pid`.
+int64_t resident_kib(pid_t pid) {
+  const std::string status = read_whole_file("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = status.find("VmRSS:");
+  return at == std::string::npos ? -1 : std::stoll(status.substr(at + 6));
+}
+int64_t open_descriptors(pid_t pid) {
+  int64_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+// The text of a streamed completion: its chunks' text, in order.
+std::string streamed_text(const std::string& body) {
+  std::string text;
+  for (size_t at = body.find("data: {"); at != std::string::npos;
+       at = body.find("data: {", at + 1)) {
+    const json chunk =
+        json::parse(body.substr(at + 6, body.find("\n\n", at) - at - 6), nullptr, false);
+    if (chunk.is_object() && !chunk["choices"].empty())
+      text += chunk["choices"][0].value("text", "");
+  }
+  return text;
+}
+
+// The server under normal, slow, disconnecting and malformed clients at once, for a fixed
+// time on loopback (bounded client counts): every normal request is answered, and answered
+// right, and the process's memory and descriptors at the end are within a stated bound of
+// where they were after a warm-up of the same mix (docs/reliability.md).
+TEST(ServeCli, BoundedSoakOfHostileClients) {
+  constexpr double kWarmUpSeconds = 1.5, kSoakSeconds = 6;
+  constexpr int64_t kResidentGrowthKib = 16 << 10, kDescriptorGrowth = 2;
+  Checkpoint ckpt("sps");
+  ServeProcess serve(ckpt.args() + " --parallel 4 --ctx 600 --timeout 1 --max-connections 64 "
+                                   "--max-connections-per-client 64",
+                     ckpt.dir);
+  ASSERT_GT(serve.port, 0) << read_whole_file(serve.err_path);
+  const json request = {
+      {"prompt", "Once upon"}, {"max_tokens", 16}, {"temperature", 0}, {"ignore_eos", true}};
+  httplib::Client c("127.0.0.1", serve.port);
+  c.set_read_timeout(30, 0);
+  int status = 0;
+  const json first = post_json(c, "/v1/completions", request, &status);
+  ASSERT_EQ(status, 200) << first.dump();
+  const std::string expected = first["choices"][0]["text"];
+
+  std::atomic<int> normal{0}, wrong{0}, slow_closed{0}, malformed{0};
+  const auto run_clients = [&](double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    const auto running = [&] { return std::chrono::steady_clock::now() < until; };
+    std::vector<std::thread> clients;
+    for (int k = 0; k < 2; ++k)  // normal: plain and streamed, on keep-alive connections
+      clients.emplace_back([&, k] {
+        httplib::Client n("127.0.0.1", serve.port);
+        n.set_read_timeout(30, 0);
+        for (int i = 0; running(); ++i) {
+          json r = request;
+          r["stream"] = (i + k) % 2 == 1;
+          auto res = n.Post("/v1/completions", r.dump(), "application/json");
+          const bool right =
+              res && res->status == 200 &&
+              (r["stream"]
+                   ? streamed_text(res->body)
+                   : json::parse(res->body)["choices"][0]["text"].get<std::string>()) == expected;
+          ++normal;
+          if (!right) ++wrong;
+        }
+      });
+    clients.emplace_back([&] {  // slow: 8 at a time, a byte every 0.3 s, closed at 1 s
+      const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n";
+      while (running()) {
+        std::vector<std::unique_ptr<RawConnection>> slow;
+        for (int i = 0; i < 8; ++i) slow.push_back(std::make_unique<RawConnection>(serve.port));
+        for (size_t b = 0; b < 6; ++b) {
+          for (auto& s : slow) s->send(head.substr(b, 1));
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+        for (auto& s : slow) {
+          bool closed = false;
+          s->read_until_closed(std::chrono::milliseconds(2000), &closed);
+          if (closed) ++slow_closed;
+        }
+      }
+    });
+    clients.emplace_back([&] {  // disconnecting: mid-stream, mid-wait, mid-request
+      for (int i = 0; running(); ++i) {
+        httplib::Client d("127.0.0.1", serve.port);
+        json r = request;
+        r["max_tokens"] = 500;
+        if (i % 3 == 0) {
+          r["stream"] = true;
+          httplib::Request req;
+          req.method = "POST";
+          req.path = "/v1/completions";
+          req.body = r.dump();
+          req.set_header("Content-Type", "application/json");
+          req.content_receiver = [](const char*, size_t, uint64_t, uint64_t) { return false; };
+          d.send(req);
+        } else if (i % 3 == 1) {
+          d.set_read_timeout(0, 50000);
+          d.Post("/v1/completions", r.dump(), "application/json");
+        } else {
+          RawConnection half(serve.port);
+          const std::string bytes =
+              "POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro";
+          half.send(bytes);
+        }
+      }
+    });
+    clients.emplace_back([&] {  // malformed: bytes no client should send
+      const std::vector<std::string> bad = {
+          std::string("\0\xff\x13 garbage\r\n\r\n", 16),
+          "GET / HTTP/9.9\r\n\r\n",
+          "POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n",
+          "POST /tokenize HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+          "POST /tokenize HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+          "POST /v1/completions HTTP/1.1\r\nContent-Length: 5\r\n\r\n{oops",
+          "GET /health HTTP/1.1\r\nX: " + std::string(70000, 'x') + "\r\n\r\n"};
+      for (size_t i = 0; running(); ++i) {
+        RawConnection m(serve.port);
+        m.send(bad[i % bad.size()] + "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+        bool closed = false;
+        if (status_of(m.read_until_closed(std::chrono::milliseconds(3000), &closed)) > 0)
+          ++malformed;
+      }
+    });
+    for (auto& t : clients) t.join();
+  };
+  // Until only the asking connection is open; then that one closes too.
+  const auto settle = [&] {
+    for (int k = 0; k < 200; ++k) {
+      RawConnection m(serve.port);
+      m.send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+      const std::string text = m.read_until_closed(std::chrono::milliseconds(2000));
+      if (text.find("\nsps_connections_open 1\n") != std::string::npos &&
+          text.find("\nsps_active_rows 0\n") != std::string::npos)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  };
+
+  run_clients(kWarmUpSeconds);  // what the mix allocates once (arenas, caches) is in the baseline
+  settle();
+  const int64_t resident = resident_kib(serve.pid), descriptors = open_descriptors(serve.pid);
+  normal = 0;
+  wrong = 0;
+  run_clients(kSoakSeconds);
+  settle();
+  const int64_t resident_after = resident_kib(serve.pid),
+                descriptors_after = open_descriptors(serve.pid);
+  std::printf("soak: %d normal requests, %d slow clients closed, %d malformed answered; RSS %lld "
+              "-> %lld KiB, descriptors %lld -> %lld\n",
+              normal.load(), slow_closed.load(), malformed.load(), (long long)resident,
+              (long long)resident_after, (long long)descriptors, (long long)descriptors_after);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GE(normal.load(), 10);
+  EXPECT_GT(slow_closed.load(), 0);
+  EXPECT_GT(malformed.load(), 0);
+  EXPECT_LE(resident_after, resident + kResidentGrowthKib);
+  EXPECT_LE(descriptors_after, descriptors + kDescriptorGrowth);
+  EXPECT_EQ(serve.stop(SIGTERM), 0) << read_whole_file(serve.err_path);
 }
 
 // A client nobody here wrote: the official `openai` npm package (scripts/get-openai-client.sh

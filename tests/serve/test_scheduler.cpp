@@ -86,7 +86,7 @@ TEST_P(SchedulerFamily, ConcurrentRequestsEqualGeneratingEachAlone) {
   std::vector<std::shared_ptr<Job>> jobs;
   for (const Case& c : cases) {
     jobs.push_back(make_job(m.config, byte_ids(c.prompt), c.max_tokens, c.temperature, c.top_k, c.seed));
-    ASSERT_TRUE(scheduler.submit(jobs.back()));
+    ASSERT_TRUE(scheduler.submit({jobs.back()}));
   }
   int64_t generated = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -120,8 +120,8 @@ TEST_P(SchedulerFamily, StopStringsAndChoicesFollowTheGenerator) {
   stopped->stop = {stop};
   // n = 3 sampled choices of one prompt: choice 0 is the prompt generated alone.
   auto choices = make_job(m.config, byte_ids("zz top"), 12, 1.2, 0, 77, 3);
-  ASSERT_TRUE(scheduler.submit(stopped));
-  ASSERT_TRUE(scheduler.submit(choices));
+  ASSERT_TRUE(scheduler.submit({stopped}));
+  ASSERT_TRUE(scheduler.submit({choices}));
   const Collected s = collect(*stopped);
   const Generation want = m.generate(byte_ids("abc"), 20, 0, 0, 0, {stop});
   EXPECT_EQ(s.text[0], want.text);
@@ -154,12 +154,12 @@ TEST_P(SchedulerFamily, LongPromptPrefillPausesForRunningRows) {
     const auto running = make_job(config, byte_ids("ab"), 4000, 0.8, 0, 4);
     running->stop_at_eos = false;
     const auto arriving = make_job(config, byte_ids(long_prompt), 5, 0.8, 0, 6);
-    ASSERT_TRUE(scheduler.submit(running));
+    ASSERT_TRUE(scheduler.submit({running}));
     std::vector<int32_t> ran;
     while (ran.empty())
       for (const auto& u : running->take(std::chrono::milliseconds(100)).updates)
         for (const auto& t : u.tokens) ran.push_back(t.id);
-    ASSERT_TRUE(scheduler.submit(arriving));
+    ASSERT_TRUE(scheduler.submit({arriving}));
     const Collected b = collect(*arriving);
     running->cancel();
     const Collected a = collect(*running);
@@ -189,7 +189,7 @@ TEST(Scheduler, CancelFreesRowsAndTheQueueIsBounded) {
     const bool endless = i < 2;
     jobs.push_back(make_job(m.config, byte_ids("long"), endless ? 19000 : 30, 1.0, 0, uint64_t(i)));
     jobs.back()->stop_at_eos = !endless;
-    ASSERT_TRUE(scheduler.submit(jobs.back()));
+    ASSERT_TRUE(scheduler.submit({jobs.back()}));
     if (i == 1) {
       // Wait until the first two have left the queue for rows.
       for (int k = 0; k < 400 && scheduler.gauges().queue_length > 0; ++k)
@@ -199,7 +199,7 @@ TEST(Scheduler, CancelFreesRowsAndTheQueueIsBounded) {
   EXPECT_EQ(scheduler.gauges().active_rows, 2);
   EXPECT_EQ(scheduler.gauges().queue_length, 2);
   auto refused = make_job(m.config, byte_ids("x"), 3, 0, 0, 0);
-  EXPECT_FALSE(scheduler.submit(refused));
+  EXPECT_FALSE(scheduler.submit({refused}));
   // Cancelling the running ones frees their rows for the waiting ones.
   jobs[0]->cancel();
   jobs[1]->cancel();
@@ -212,7 +212,34 @@ TEST(Scheduler, CancelFreesRowsAndTheQueueIsBounded) {
   collect(*jobs[3]);
   EXPECT_EQ(int64_t(metrics.cancelled), 2);
   scheduler.drain(std::chrono::milliseconds(1000));
-  EXPECT_FALSE(scheduler.submit(refused));  // draining: nothing new
+  EXPECT_FALSE(scheduler.submit({refused}));  // draining: nothing new
+}
+
+// A request's prompts are queued together or not at all: a half-queued request would run
+// prompts whose answer is a 503.
+TEST(Scheduler, ARequestsJobsAreQueuedTogetherOrNotAtAll) {
+  ServeModel m("standard");
+  serve::Metrics metrics;
+  SchedulerOptions o;
+  o.rows = 1;
+  o.queue_limit = 3;
+  o.context = 20000;
+  Scheduler scheduler(*m.model, byte_level_tokenizer(), o, metrics);
+  auto running = make_job(m.config, byte_ids("a"), 19000, 1.0, 0, 1);
+  running->stop_at_eos = false;
+  ASSERT_TRUE(scheduler.submit({running}));
+  for (int k = 0; k < 400 && scheduler.gauges().active_rows == 0; ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<std::shared_ptr<Job>> two, three;
+  for (int i = 0; i < 2; ++i) two.push_back(make_job(m.config, byte_ids("b"), 2, 0, 0, 0));
+  for (int i = 0; i < 3; ++i) three.push_back(make_job(m.config, byte_ids("c"), 2, 0, 0, 0));
+  ASSERT_TRUE(scheduler.submit(two));
+  EXPECT_FALSE(scheduler.submit(three));  // 2 + 3 > 3: none of the three
+  EXPECT_EQ(scheduler.gauges().queue_length, 2);
+  running->cancel();
+  for (const auto& job : two) EXPECT_FALSE(collect(*job).cancelled);
+  EXPECT_TRUE(scheduler.submit(three));
+  for (const auto& job : three) EXPECT_FALSE(collect(*job).cancelled);
 }
 
 TEST(Scheduler, DrainCancelsWhatTheGraceDoesNotCover) {
@@ -225,8 +252,8 @@ TEST(Scheduler, DrainCancelsWhatTheGraceDoesNotCover) {
   auto running = make_job(m.config, byte_ids("a"), 19000, 1.0, 0, 1);
   auto waiting = make_job(m.config, byte_ids("b"), 19000, 1.0, 0, 2);
   running->stop_at_eos = waiting->stop_at_eos = false;
-  ASSERT_TRUE(scheduler.submit(running));
-  ASSERT_TRUE(scheduler.submit(waiting));
+  ASSERT_TRUE(scheduler.submit({running}));
+  ASSERT_TRUE(scheduler.submit({waiting}));
   scheduler.drain(std::chrono::milliseconds(0));
   EXPECT_TRUE(collect(*waiting).cancelled);
   const Collected r = collect(*running);
@@ -248,7 +275,7 @@ TEST(Scheduler, PromptScoresEqualEvalLogLikelihoods) {
     auto job = make_job(m.config, prompt, 0, 0, 0, 0);
     job->score_prompt = true;
     job->logprobs = 2;
-    ASSERT_TRUE(scheduler.submit(job));
+    ASSERT_TRUE(scheduler.submit({job}));
     const Collected got = collect(*job);
     ASSERT_EQ(got.prompt_logprobs.size(), prompt.size());
     std::vector<eval::Request> requests;
@@ -297,12 +324,12 @@ TEST(Scheduler, RunsOnADeviceBackendFromItsOwnThread) {
     for (size_t i = 0; i < prompts.size(); ++i) {
       jobs.push_back(make_job(cpu.config, byte_ids(prompts[i]), 12, i == 1 ? 0.0 : 0.9,
                               i == 2 ? 5 : 0, 7 + i));
-      ASSERT_TRUE(scheduler.submit(jobs.back()));
+      ASSERT_TRUE(scheduler.submit({jobs.back()}));
     }
     auto scored = make_job(cpu.config, byte_ids("A text to score"), 0, 0, 0, 0);
     scored->score_prompt = true;
     scored->logprobs = 1;
-    ASSERT_TRUE(scheduler.submit(scored));
+    ASSERT_TRUE(scheduler.submit({scored}));
     for (size_t i = 0; i < prompts.size(); ++i) {
       const Generation want =
           cpu.generate(byte_ids(prompts[i]), 12, i == 1 ? 0.0 : 0.9, i == 2 ? 5 : 0, 7 + i);

@@ -10,6 +10,7 @@
 #include "serve/request.h"
 #include "serve/server.h"
 #include "serve_fixtures.h"
+#include "util/error.h"
 
 namespace sps::testing {
 namespace {
@@ -253,7 +254,7 @@ TEST(Server, ModelsHealthMetricsTokenize) {
 TEST(Server, BadRequestsAreOpenAIErrors) {
   ServeModel m("standard");
   serve::ServerOptions o = small_server(2);
-  o.max_body_bytes = 4096;
+  o.connections.framing.max_body_bytes = 4096;
   LiveServer live(*m.model, o);
   httplib::Client c = live.client();
   int status = 0;
@@ -347,6 +348,94 @@ TEST(Server, FullQueueIs503WithRetryAfter) {
   }
   live.stop(std::chrono::milliseconds(0));  // cancels both; their streams end
   for (auto& t : holders) t.join();
+}
+
+// A request of more prompts than the whole queue holds could never be taken: a 400 that says
+// the limit, not a 503 to retry forever. Up to the queue's size is served.
+TEST(Server, MorePromptsThanTheQueueHoldsIs400) {
+  ServeModel m("standard");
+  LiveServer live(*m.model, small_server(2, /*queue=*/3));
+  httplib::Client c = live.client();
+  int status = 0;
+  const json error = post_json(c, "/v1/completions",
+                               {{"prompt", {"a", "b", "c", "d"}}, {"max_tokens", 1}}, &status);
+  expect_error(error, status, 400, "prompt");
+  EXPECT_EQ(error["error"]["message"],
+            "'prompt': 4 prompts in one request; this server takes at most 3 (its --queue)");
+  const json done =
+      post_json(c, "/v1/completions", {{"prompt", {"a", "b", "c"}}, {"max_tokens", 1}}, &status);
+  EXPECT_EQ(status, 200) << done.dump();
+  EXPECT_EQ(done["choices"].size(), 3u);
+}
+
+// Every 503 says when to retry: a completion refused while the server drains, and /health.
+TEST(Server, ShutdownAnswersCarryRetryAfter) {
+  ServeModel m("standard");
+  LiveServer live(*m.model, long_rows(1, 4));
+  std::thread holder([&] {  // holds the row, so the drain lasts its grace
+    httplib::Client h = live.client();
+    h.Post("/v1/completions",
+           json({{"prompt", "a"}, {"max_tokens", 199000}, {"stream", true}, {"ignore_eos", true}})
+               .dump(),
+           "application/json");
+  });
+  httplib::Client c = live.client();
+  for (int k = 0; k < 500 && metric(c, "sps_active_rows") != 1; ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::thread stopper([&] { live.server->shutdown(std::chrono::milliseconds(1500)); });
+  std::shared_ptr<httplib::Response> health;
+  for (int k = 0; k < 500; ++k) {
+    auto res = c.Get("/health");
+    if (res && res->status == 503) {
+      health = std::make_shared<httplib::Response>(*res);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->get_header_value("Retry-After"), "1");
+  auto refused = c.Post("/v1/completions", json({{"prompt", "b"}, {"max_tokens", 1}}).dump(),
+                        "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  expect_error(json::parse(refused->body), refused->status, 503);
+  stopper.join();
+  live.stop(std::chrono::milliseconds(0));
+  holder.join();
+}
+
+// The KV bytes in use follow the live rows: above zero while a request decodes, zero once
+// the server is idle again (not the last request's bytes).
+TEST(Server, KvCacheBytesInUseIsZeroWhenIdle) {
+  ServeModel m("sps");
+  LiveServer live(*m.model, long_rows(2, 4));
+  httplib::Client c = live.client();
+  std::thread holder([&] {
+    httplib::Client h = live.client();
+    h.Post("/v1/completions",
+           json({{"prompt", "abc"}, {"max_tokens", 2000}, {"stream", true}, {"ignore_eos", true}})
+               .dump(),
+           "application/json");
+  });
+  int64_t busy = 0;
+  for (int k = 0; k < 500 && busy <= 0; ++k) {
+    if (metric(c, "sps_active_rows") == 1) busy = metric(c, "sps_kv_cache_bytes_in_use");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(busy, 0);
+  holder.join();
+  for (int k = 0; k < 500 && metric(c, "sps_active_rows") != 0; ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(metric(c, "sps_kv_cache_bytes_in_use"), 0);
+  EXPECT_GT(metric(c, "sps_kv_cache_bytes_allocated"), 0);
+}
+
+TEST(Server, AWhitespaceApiKeyIsRefused) {
+  ServeModel m("standard");
+  serve::ServerOptions o = small_server(2);
+  o.api_key = " \t\n";
+  EXPECT_THROW(serve::Server(*m.model, byte_level_tokenizer(), o), UserError);
 }
 
 // After a client left a request of 199000 tokens on the server's single row: the request was

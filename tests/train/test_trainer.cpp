@@ -11,6 +11,7 @@
 #include "train/trainer.h"
 #include "train_fixtures.h"
 #include "util/error.h"
+#include "util/safetensors_edits.h"
 #include "util/user_error.h"
 
 namespace sps {
@@ -245,6 +246,41 @@ TEST(Trainer, InitFromAnotherRunsCheckpointContinuesItsTrajectory) {
   fs::remove_all(data.run("branch"));
   const std::string e = error_of([&] { branch({"training.seed=7"}); });
   EXPECT_NE(e.find("another config: training.seed"), std::string::npos) << e;
+}
+
+// Resuming verifies every tensor of the checkpoint (weights and AdamW moments) against the
+// checksums written with it, and names the file and the tensor that fails; a checkpoint
+// written before checksums resumes as before. Its config must agree with its own weights.
+TEST(Trainer, ResumeVerifiesTheCheckpoint) {
+  MicroData data("sps", 6);
+  run_train(data.config("run"), false, 3);
+  const std::string latest = data.run("run") + "/checkpoints/latest";
+  const std::string moments = latest + "/optimizer.safetensors";
+  const std::string tensor = "transformer.h.0.attn.c_proj.weight.exp_avg_sq";
+  testing::flip_tensor_bit(moments, tensor, 2, 1);
+  EXPECT_EQ(error_of([&] { run_train(data.config("run"), true); }),
+            moments + ": tensor '" + tensor + "' does not match its checksum: the file is damaged");
+  testing::flip_tensor_bit(moments, tensor, 2, 1);
+  testing::flip_tensor_bit(latest + "/model.safetensors", "transformer.wte.weight", 11, 2);
+  EXPECT_NE(
+      error_of([&] {
+        run_train(data.config("run"), true);
+      }).find("model.safetensors: tensor 'transformer.wte.weight' does not match its checksum"),
+      std::string::npos);
+  testing::flip_tensor_bit(latest + "/model.safetensors", "transformer.wte.weight", 11, 2);
+  // The checkpoint's config.yaml and the recipe both edited away from the weights' model.
+  const std::string config = testing::read_whole_file(latest + "/config.yaml");
+  std::string edited = config;
+  edited.replace(edited.find("rope_theta: 10000"), 17, "rope_theta: 20000");
+  testing::write_whole_file(latest + "/config.yaml", edited);
+  EXPECT_EQ(error_of([&] { run_train(data.config("run", {"model.rope_theta=20000"}), true); }),
+            latest + "/model.safetensors was saved with model.rope_theta = 10000, but " + latest +
+                "/config.yaml says 20000; the model stored with the weights decides (restore "
+                "the config's value)");
+  testing::write_whole_file(latest + "/config.yaml", config);
+  for (const char* file : {"/model.safetensors", "/optimizer.safetensors"})
+    testing::strip_checksums(latest + file);
+  EXPECT_EQ(run_train(data.config("run"), true).step, 6);
 }
 
 TEST(Trainer, ValidationWindowsAreFixedAndUnaligned) {

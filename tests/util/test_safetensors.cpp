@@ -138,7 +138,7 @@ TEST(Safetensors, RoundTripAllDTypes) {
   EXPECT_THROW(file.read_as_double("missing"), UserError);
 }
 
-TEST(Safetensors, HeaderIsPaddedWithSpacesAndOmitsEmptyMetadata) {
+TEST(Safetensors, HeaderIsPaddedWithSpacesAndHoldsTheChecksums) {
   TempDir dir;
   const std::string path = dir.file("p.safetensors");
   const float x = 2.0f;
@@ -149,11 +149,114 @@ TEST(Safetensors, HeaderIsPaddedWithSpacesAndOmitsEmptyMetadata) {
   ASSERT_EQ(n % 8, 0u);
   ASSERT_EQ(bytes.size(), 8 + n + 4);
   const std::string header = bytes.substr(8, n);
-  EXPECT_EQ(header.find("__metadata__"), std::string::npos);
+  // XXH3-128 of the 4 bytes of 2.0f, as `xxh128sum` prints it for a file holding them.
+  const std::string sum = xxh3_128_hex(&x, sizeof x);
+  EXPECT_EQ(sum.size(), 32u);
   EXPECT_EQ(header.substr(0, header.find_last_not_of(' ') + 1),
-            R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
+            R"({"__metadata__":{"xxh3_128":"{\"x\":\")" + sum +
+                R"(\"}"},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
   SafetensorsFile file(path);
+  EXPECT_TRUE(file.has_checksums());
+  EXPECT_TRUE(file.header().metadata.empty());  // the checksums are not user metadata
+  EXPECT_EQ(file.find("x")->checksum, sum);
   EXPECT_EQ(file.read_as_double("x"), (std::vector<double>{2.0}));
+}
+
+// The one known value pins the format: XXH3-128 of no bytes, canonical (big-endian) hex.
+TEST(Safetensors, ChecksumIsXxh3Of128Bits) {
+  EXPECT_EQ(xxh3_128_hex(nullptr, 0), "99aa06d3014798d86001c324468d497f");
+  EXPECT_NE(xxh3_128_hex("a", 1), xxh3_128_hex("b", 1));
+}
+
+// One flipped bit anywhere in a tensor's bytes is caught when it is read, naming the file and
+// the tensor; the other tensors still read.
+TEST(Safetensors, ADamagedTensorFailsItsChecksum) {
+  TempDir dir;
+  const std::string path = dir.file("w.safetensors");
+  const std::vector<float> a = {1, 2, 3, 4}, b = {5, 6};
+  write_safetensors(path, {{"a", DType::F32, {4}, a.data()}, {"b", DType::F32, {2}, b.data()}});
+  const std::string good = read_whole_file(path);
+  const SafetensorsHeader h = parse(good);
+  for (const uint64_t at :
+       {h.data_offset + 7, h.data_offset + 15}) {  // an exponent bit of a[1], a[3]
+    std::string bad = good;
+    bad[at] = char(bad[at] ^ 0x40);
+    write_whole_file(path, bad);
+    SafetensorsFile file(path);
+    std::vector<double> out(4);
+    try {
+      file.read_into("a", out.data());
+      ADD_FAILURE() << "a damaged tensor was read";
+    } catch (const UserError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                path + ": tensor 'a' does not match its checksum: the file is damaged");
+    }
+    EXPECT_EQ(file.read_as_double("b"), (std::vector<double>{5, 6}));
+  }
+}
+
+// Files written before the checksums (or by other tools) read unverified, and say so.
+TEST(Safetensors, FilesWithoutChecksumsReadUnverified) {
+  const std::string header = "{" + kTensorA + "}";
+  const std::string data = std::string("\0\0\x80\x3f\0\0\0\x40", 8);  // 1.0f, 2.0f
+  TempDir dir;
+  const std::string path = dir.file("old.safetensors");
+  write_whole_file(path, image(header, data));
+  SafetensorsFile file(path);
+  EXPECT_FALSE(file.has_checksums());
+  EXPECT_EQ(file.read_as_double("a"), (std::vector<double>{1, 2}));
+  EXPECT_EQ(unverified_note("old.safetensors"),
+            "note: old.safetensors has no tensor checksums (written before sps recorded them), "
+            "so its data are not verified");
+}
+
+TEST(Safetensors, RejectsMalformedChecksums) {
+  const std::string sum(32, 'a');
+  auto with = [&](const std::string& checksums) {
+    return image(R"({"__metadata__":{"xxh3_128":")" + checksums + R"("},)" + kTensorA + "}",
+                 std::string(8, '\0'));
+  };
+  EXPECT_NO_THROW(parse(with(R"({\"a\":\")" + sum + R"(\"})")));
+  EXPECT_REJECTED(with("not json"), "'xxh3_128' is not a JSON object of checksums");
+  EXPECT_REJECTED(with(R"([1])"), "not a JSON object of checksums");
+  EXPECT_REJECTED(with(R"({})"), "holds 0 checksums for 1 tensors");
+  EXPECT_REJECTED(with(R"({\"b\":\")" + sum + R"(\"})"),
+                  "no checksum (32 hex digits) for tensor 'a'");
+  EXPECT_REJECTED(with(R"({\"a\":\"abc\"})"), "no checksum (32 hex digits) for tensor 'a'");
+  EXPECT_REJECTED(with(R"({\"a\":\")" + std::string(32, 'A') + R"(\"})"), "for tensor 'a'");
+  EXPECT_REJECTED(with(R"({\"a\":1})"), "for tensor 'a'");
+  // Far longer than checksums for the tensors could be: refused before it is parsed.
+  EXPECT_REJECTED(with(std::string(10000, ' ')), "not a JSON object of checksums");
+}
+
+// A header length that does not end where the JSON does is named as such, not shown as the
+// bytes the JSON parser met.
+TEST(Safetensors, WrongHeaderLengthIsNamed) {
+  const std::string header = "{" + kTensorA + "}";
+  const std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
+  const std::string data("\x01\x02\x03\x04\x05\x06\x07\x08", 8);
+  ASSERT_NO_THROW(parse(image(padded, data)));
+  // One byte long: the first data byte is read as header.
+  EXPECT_REJECTED(image(padded, data, padded.size() + 1),
+                  "the JSON header ends at byte " + std::to_string(header.size()) +
+                      " but the header length is " + std::to_string(padded.size() + 1) +
+                      ", and header byte " + std::to_string(padded.size()) +
+                      " is 0x01, not space padding (a damaged header length?)");
+  // Cut inside the JSON.
+  EXPECT_REJECTED(
+      image(padded, data, header.size() - 3),
+      "the header length " + std::to_string(header.size() - 3) + " ends inside the JSON header");
+  for (uint64_t n = 1; n < header.size(); ++n) {
+    const std::string message = error_of(image(padded, data, n));
+    EXPECT_NE(message.find("header length"), std::string::npos) << n << ": " << message;
+  }
+}
+
+// nlohmann's parser ends the JSON at a NUL: without a check, anything after it would pass.
+TEST(Safetensors, RejectsANulInThePadding) {
+  EXPECT_REJECTED(image(std::string("{}\0     ", 8)), "header byte 2 is 0x00, not space padding");
+  EXPECT_REJECTED(image(std::string("{}   \0garbage", 14)), "header byte 5 is 0x00");
+  EXPECT_NO_THROW(parse(image("{}  \t\r\n  ")));  // JSON's own whitespace is padding
 }
 
 TEST(Safetensors, WriteRejectsBadInput) {
@@ -163,6 +266,8 @@ TEST(Safetensors, WriteRejectsBadInput) {
                UserError);
   EXPECT_THROW(write_safetensors(dir.file("b"), {{"x", DType::F32, {-1}, &x}}), UserError);
   EXPECT_THROW(write_safetensors(dir.file("c"), {{"__metadata__", DType::F32, {1}, &x}}),
+               UserError);
+  EXPECT_THROW(write_safetensors(dir.file("e"), {{"x", DType::F32, {1}, &x}}, {{"xxh3_128", "{}"}}),
                UserError);
   EXPECT_THROW(write_safetensors(dir.file("no/folder/d"), {{"x", DType::F32, {1}, &x}}),
                UserError);
@@ -199,10 +304,10 @@ TEST(Safetensors, RejectsHeaderLengthBeyondFile) {
 }
 
 TEST(Safetensors, RejectsBadJson) {
-  EXPECT_REJECTED(image(""), "invalid JSON");
+  EXPECT_REJECTED(image(""), "the header length 0 ends inside the JSON header");
   EXPECT_REJECTED(image("not json"), "invalid JSON");
-  EXPECT_REJECTED(image("{\"a\":"), "invalid JSON");
-  EXPECT_REJECTED(image("{} trailing"), "invalid JSON");
+  EXPECT_REJECTED(image("{\"a\":"), "the header length 5 ends inside the JSON header");
+  EXPECT_REJECTED(image("{} trailing"), "header byte 3 is 0x74, not space padding");
   EXPECT_REJECTED(image("{\"\xff\":{}}"), "invalid JSON");  // not UTF-8
   EXPECT_REJECTED(image(std::string("{\0}", 3)), "invalid JSON");
 }
