@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <type_traits>
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/linear_packed.h"
@@ -301,23 +302,25 @@ void embedding_from_panels(T* out, const int32_t* tokens, const uint8_t* packed,
   }
 }
 
+// f(std::integral_constant<WeightType, type>{}): each weight type's kernels are their own
+// instantiation.
+template <typename F>
+auto with_weight_type(WeightType type, F&& f) {
+  switch (type) {
+    case WeightType::f32: return f(std::integral_constant<WeightType, WeightType::f32>{});
+    case WeightType::bf16: return f(std::integral_constant<WeightType, WeightType::bf16>{});
+    case WeightType::int8: break;
+  }
+  return f(std::integral_constant<WeightType, WeightType::int8>{});
+}
 
 template <typename T>
 int64_t weight_bytes(WeightType type, int64_t in_dim, int64_t out_dim) {
   constexpr int64_t P = kPanelWidth<T>;
   const int64_t full = out_dim / P, rest = out_dim - full * P;
-  switch (type) {
-    case WeightType::f32:
-      return full * panel_bytes<T, WeightType::f32>(in_dim, P) +
-             panel_bytes<T, WeightType::f32>(in_dim, rest);
-    case WeightType::bf16:
-      return full * panel_bytes<T, WeightType::bf16>(in_dim, P) +
-             panel_bytes<T, WeightType::bf16>(in_dim, rest);
-    case WeightType::int8:
-      return full * panel_bytes<T, WeightType::int8>(in_dim, P) +
-             panel_bytes<T, WeightType::int8>(in_dim, rest);
-  }
-  return 0;
+  return with_weight_type(type, [&](auto W) {
+    return full * panel_bytes<T, W.value>(in_dim, P) + panel_bytes<T, W.value>(in_dim, rest);
+  });
 }
 
 template <typename T>
@@ -334,14 +337,9 @@ void pack_weight(WeightType type, void* packed, const T* rows, int64_t first_row
              first_row + row_count <= out_dim &&
              (row_count % P == 0 || first_row + row_count == out_dim));
   auto* p = static_cast<uint8_t*>(packed);
-  switch (type) {
-    case WeightType::f32:
-      return pack_rows<T, WeightType::f32>(p, rows, first_row, row_count, in_dim, out_dim, what);
-    case WeightType::bf16:
-      return pack_rows<T, WeightType::bf16>(p, rows, first_row, row_count, in_dim, out_dim, what);
-    case WeightType::int8:
-      return pack_rows<T, WeightType::int8>(p, rows, first_row, row_count, in_dim, out_dim, what);
-  }
+  with_weight_type(type, [&](auto W) {
+    pack_rows<T, W.value>(p, rows, first_row, row_count, in_dim, out_dim, what);
+  });
 }
 
 template <typename T>
@@ -350,27 +348,17 @@ void forward(T* out, const T* in, const void* packed, WeightType type, int64_t r
   SPS_ASSERT(rows >= 0 && in_dim >= 0 && out_dim >= 0);
   if (rows == 0 || out_dim == 0) return;
   const auto* p = static_cast<const uint8_t*>(packed);
-  switch (type) {
-    case WeightType::f32:
-      return packed_forward<T, WeightType::f32>(out, in, p, rows, in_dim, out_dim, accumulate);
-    case WeightType::bf16:
-      return packed_forward<T, WeightType::bf16>(out, in, p, rows, in_dim, out_dim, accumulate);
-    case WeightType::int8:
-      return packed_forward<T, WeightType::int8>(out, in, p, rows, in_dim, out_dim, accumulate);
-  }
+  with_weight_type(type, [&](auto W) {
+    packed_forward<T, W.value>(out, in, p, rows, in_dim, out_dim, accumulate);
+  });
 }
 
 template <typename T>
 void embedding(T* out, const int32_t* tokens, const void* packed, WeightType type,
                               int64_t n, int64_t d, int64_t V) {
   const auto* p = static_cast<const uint8_t*>(packed);
-  switch (type) {
-    case WeightType::f32: return embedding_from_panels<T, WeightType::f32>(out, tokens, p, n, d, V);
-    case WeightType::bf16:
-      return embedding_from_panels<T, WeightType::bf16>(out, tokens, p, n, d, V);
-    case WeightType::int8:
-      return embedding_from_panels<T, WeightType::int8>(out, tokens, p, n, d, V);
-  }
+  with_weight_type(type,
+                   [&](auto W) { embedding_from_panels<T, W.value>(out, tokens, p, n, d, V); });
 }
 
 

@@ -19,6 +19,18 @@ namespace sps::ops::cpu {
 template <typename V>
 using LaneOf = std::remove_cvref_t<decltype(V{}[0])>;
 
+// V's lanes from the stored values at p converted one by one (the widths without an
+// instruction for it).
+template <typename V, typename Stored, typename Convert>
+inline V widen_each(const Stored* p, Convert to_lane) {
+  constexpr int lanes = sizeof(V) / sizeof(LaneOf<V>);
+  Stored stored[lanes];
+  std::memcpy(stored, p, sizeof stored);
+  V v;
+  for (int i = 0; i < lanes; ++i) v[i] = LaneOf<V>(to_lane(stored[i]));
+  return v;
+}
+
 // V's lanes from bf16 values at p (unaligned).
 template <typename V>
 inline V widen_bf16(const uint16_t* p) {
@@ -35,12 +47,7 @@ inline V widen_bf16(const uint16_t* p) {
     return std::bit_cast<V>(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 #endif
-  constexpr int lanes = sizeof(V) / sizeof(T);
-  uint16_t h[lanes];
-  std::memcpy(h, p, sizeof h);
-  V v;
-  for (int i = 0; i < lanes; ++i) v[i] = T(bf16_to_float(h[i]));
-  return v;
+  return widen_each<V>(p, bf16_to_float);
 }
 
 // V's lanes from fp16 values at p (unaligned).
@@ -59,12 +66,7 @@ inline V widen_f16(const uint16_t* p) {
     return std::bit_cast<V>(_mm256_cvtph_ps(h));
   }
 #endif
-  constexpr int lanes = sizeof(V) / sizeof(T);
-  uint16_t h[lanes];
-  std::memcpy(h, p, sizeof h);
-  V v;
-  for (int i = 0; i < lanes; ++i) v[i] = T(f16_to_float(h[i]));
-  return v;
+  return widen_each<V>(p, f16_to_float);
 }
 
 // V's lanes from int8 values at p (unaligned).
@@ -83,12 +85,7 @@ inline V widen_i8(const int8_t* p) {
     return std::bit_cast<V>(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
   }
 #endif
-  constexpr int lanes = sizeof(V) / sizeof(T);
-  int8_t q[lanes];
-  std::memcpy(q, p, sizeof q);
-  V v;
-  for (int i = 0; i < lanes; ++i) v[i] = T(q[i]);
-  return v;
+  return widen_each<V>(p, [](int8_t q) { return q; });
 }
 
 }  // namespace sps::ops::cpu
