@@ -12,11 +12,13 @@ namespace sps {
 // Median sgemm rate (GFLOP/s) of C[n,n] = A·Bᵀ over `repeats` runs, after one warm-up.
 double measure_sgemm_gflops(int64_t n, int repeats);
 
-// The same product through `backend`'s linear_forward (on a GPU: cuBLASLt, with the
-// backend's operand precision), each run timed to a download that waits for it.
+// The same product on `backend` (Backend::time_gemm: on a GPU cuBLASLt, with the backend's
+// operand precision, bf16 operands rounded before the timed products), median of `repeats`
+// after one warm-up.
 double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n, int repeats);
 
-void run_gemm_bench(int64_t n, int repeats);
+// `sps bench gemm`: sgemm on the CPU, or the GEMM of a GPU's backend with `precision` operands.
+void run_gemm_bench(const ops::Device& device, ops::Precision precision, int64_t n, int repeats);
 
 struct StepBenchOptions {
   ModelConfig config;

@@ -118,12 +118,19 @@ void register_serve_bench(CLI::App* bench) {
 }
 
 void register_gemm_bench(CLI::App* bench) {
-  auto* gemm = bench->add_subcommand("gemm", "the sgemm rate BLAS reaches with these threads");
+  auto* gemm = bench->add_subcommand(
+      "gemm", "the GEMM rate: BLAS sgemm with these threads, or a GPU's (--device)");
   static int64_t gemm_n = 2048;
   static int gemm_repeats = 5;
   gemm->add_option("--size", gemm_n, "matrix size n (n×n×n)")->check(CLI::Range(64, 16384));
   gemm->add_option("--repeats", gemm_repeats, "timed runs")->check(CLI::Range(1, 1000));
-  gemm->callback([] { run_gemm_bench(gemm_n, gemm_repeats); });
+  const DeviceChoice& on = add_device_and_precision_options(
+      gemm, "sps bench gemm",
+      "fp32 or bf16: the GPU's GEMM on bf16 operands (rounded once, untimed)");
+  gemm->callback([&on] {
+    run_gemm_bench(ops::parse_device(on.device, "--device"),
+                   ops::parse_precision(on.precision, "--precision"), gemm_n, gemm_repeats);
+  });
 }
 
 void register_attention_bench(CLI::App* bench) {
