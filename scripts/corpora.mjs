@@ -2,6 +2,7 @@
 // files that Debian or npm packages installed. Usage:
 //   node corpora.mjs edu-linux  DOCUMENTATION_DIR OUT_DIR   (*.rst.gz -> OUT_DIR/**/*.rst)
 //   node corpora.mjs edu-python SOURCES_DIR OUT_DIR         (*.rst.txt -> OUT_DIR/**/*.rst)
+//   node corpora.mjs html ROOT_DIR OUT_DIR INCLUDE EXCLUDE   (HTML pages -> OUT_DIR/**/*.txt)
 //   node corpora.mjs brown      PACKAGE_DIR OUT.jsonl       (tagged Brown corpus -> plain text)
 //   node corpora.mjs kjv        BIBLE_TXT OUT.jsonl         (`bible -f` output -> one book each)
 //   node corpora.mjs gcide      GCIDE.dict.dz GCIDE.index OUT.jsonl
@@ -26,7 +27,7 @@ function writeTree(outDir, files) {
   for (const [relative, content] of files) {
     fs.mkdirSync(path.join(tmp, path.dirname(relative)), { recursive: true });
     fs.writeFileSync(path.join(tmp, relative), content);
-    bytes += content.length;
+    bytes += Buffer.byteLength(content);
   }
   fs.rmSync(outDir, { recursive: true, force: true });
   fs.renameSync(tmp, outDir);
@@ -53,6 +54,55 @@ function eduLinux(srcDir, outDir) {
 function eduPython(srcDir, outDir) {
   const files = walk(srcDir, (r) => r.endsWith(".rst.txt"));
   writeTree(outDir, files.map((r) => [r.slice(0, -4), fs.readFileSync(path.join(srcDir, r))]));
+}
+
+// HTML documentation as plain text: the pages below ROOT_DIR whose relative path matches the
+// regular expression INCLUDE and not EXCLUDE ("" excludes nothing); gzipped pages are read
+// too. The page head, navigation, scripts, styles and code blocks (<pre>) are dropped with
+// their content, other tags with their markup only; block ends become line breaks and
+// character references are decoded. Pages left with fewer than 200 characters (indexes,
+// redirects) are not kept.
+const entities = {
+  amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: " ", ndash: "\u2013", mdash: "\u2014",
+  hellip: "\u2026", lsquo: "\u2018", rsquo: "\u2019", ldquo: "\u201c", rdquo: "\u201d",
+  laquo: "\u00ab", raquo: "\u00bb", copy: "\u00a9", reg: "\u00ae", trade: "\u2122",
+  times: "\u00d7", middot: "\u00b7", para: "\u00b6", sect: "\u00a7", larr: "\u2190",
+  rarr: "\u2192", uarr: "\u2191", darr: "\u2193", bull: "\u2022", shy: "",
+};
+
+function decodeReferences(text) {
+  return text.replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (whole, name) => {
+    if (name[0] !== "#") return entities[name] ?? whole;
+    const code = name[1] === "x" || name[1] === "X" ? parseInt(name.slice(2), 16) : Number(name.slice(1));
+    return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : whole;
+  });
+}
+
+function htmlText(html) {
+  const text = html
+    .replace(/<!--[\s\S]*?-->/g, " ")
+    .replace(/<(head|script|style|pre|nav|header|footer)\b[\s\S]*?<\/\1\s*>/gi, "\n")
+    .replace(/<br\s*\/?>|<\/(p|div|li|dd|dt|tr|table|ul|ol|dl|h[1-6]|blockquote|section|caption)\s*>/gi, "\n")
+    .replace(/<[^>]*>/g, "");
+  return decodeReferences(text)
+    .split("\n")
+    .map((line) => line.replace(/\s+/g, " ").trim())
+    .join("\n")
+    .replace(/\n{3,}/g, "\n\n")
+    .trim();
+}
+
+function html(rootDir, outDir, include, exclude) {
+  const keep = (r) => new RegExp(include).test(r) && !(exclude && new RegExp(exclude).test(r));
+  const files = [];
+  for (const r of walk(rootDir, keep)) {
+    let page = fs.readFileSync(path.join(rootDir, r));
+    if (r.endsWith(".gz")) page = zlib.gunzipSync(page);
+    const text = htmlText(page.toString("utf8"));
+    if (text.length >= 200) files.push([r.replace(/\.gz$/, "") + ".txt", text + "\n"]);
+  }
+  if (files.length === 0) throw new Error(`${rootDir}: no page matches ${include}`);
+  writeTree(outDir, files);
 }
 
 // Brown corpus, form C: sentences as lines of word/tag tokens, paragraphs between blank
@@ -194,7 +244,7 @@ function gcide(dictFile, indexFile, outFile) {
 }
 
 const [command, ...args] = process.argv.slice(2);
-const commands = { "edu-linux": eduLinux, "edu-python": eduPython, brown, kjv, gcide };
+const commands = { "edu-linux": eduLinux, "edu-python": eduPython, html, brown, kjv, gcide };
 if (!commands[command]) {
   console.error(`corpora.mjs: unknown command ${command ?? ""}`);
   process.exit(2);

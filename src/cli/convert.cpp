@@ -1,5 +1,5 @@
 // sps convert INPUT --to sps|gguf|hf --out PATH [--family F] [--window W] [--with-optimizer]
-//                   [--precision f32|f16|bf16] [--tokenizer gpt2|FOLDER|RANKS]
+//                   [--precision f32|f16|bf16|q8_0] [--tokenizer gpt2|FOLDER|RANKS]
 // The input format is detected: a zip archive is a torch.save checkpoint of the paper's
 // reference trainer; a folder is an sps checkpoint (or a run folder, its newest checkpoint).
 // --to sps --with-optimizer writes a run folder that `sps train --resume` continues.
@@ -82,8 +82,8 @@ void run_convert(const ConvertArgs& a) {
   }
   if (a.to != "gguf" && a.to != "hf") fail("--to {}: expected sps, gguf or hf", a.to);
   if (a.import.with_optimizer) fail("--with-optimizer: only for --to sps");
-  const GgufFloat precision = gguf_float_by_name(a.precision);
-  if (a.to == "hf" && precision != GgufFloat::f32) fail("--precision: --to hf writes F32 only");
+  const GgufType precision = gguf_type_by_name(a.precision);
+  if (a.to == "hf" && precision != GgufType::f32) fail("--precision: --to hf writes F32 only");
   SourceModel m;
   if (folder) {
     m = read_sps_checkpoint(a.input);
@@ -128,7 +128,7 @@ void register_convert(CLI::App& app) {
   cmd->add_flag("--with-optimizer", a.import.with_optimizer,
                 "--to sps: also import AdamW's moments, step and tokens seen; OUT is then a run "
                 "folder that `sps train --resume` continues");
-  cmd->add_option("--precision", a.precision, "--to gguf: f32 (default), f16 or bf16");
+  cmd->add_option("--precision", a.precision, "--to gguf: f32 (default), f16, bf16 or q8_0 (the weights of --weight-type int8)");
   cmd->add_option("--tokenizer", a.tokenizer,
                   "--to gguf|hf: gpt2 (default), a folder with encoder.json and vocab.bpe, or a rank file (sps tokenizer train)");
   cmd->callback([] { run_convert(a); });

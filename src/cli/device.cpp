@@ -1,28 +1,44 @@
-// --device (and --precision) on the commands that run a model.
-#include "ops/device.h"
+// --device (and --precision or --weight-type) on the commands that run a model.
 #include "cli/commands.h"
+#include "ops/device.h"
+#include "ops/weight_type.h"
 #include "util/error.h"
 
 namespace sps::cli {
 
 namespace {
 
+// Which options a command takes besides --device.
+enum class Extra { none, precision, weight_type };
+
 // The options and their one check: CLI11 keeps a single parse-complete callback per command.
-DeviceChoice& add_choice(CLI::App* command, const std::string& name,
-                         const std::string& precision_help) {
+DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra,
+                         const std::string& precision_help = "") {
   auto* choice = new DeviceChoice;  // lives as long as the process, like the App
   command->add_option("--device", choice->device, "cpu (default) or cuda[:N], the GPU to run on")
       ->capture_default_str();
-  if (!precision_help.empty())
+  if (extra == Extra::precision)
     command->add_option("--precision", choice->precision, precision_help)->capture_default_str();
+  if (extra == Extra::weight_type)
+    command
+        ->add_option("--weight-type", choice->weight_type,
+                     "how the projection weights are held: f32 (as trained, exact), bf16 (half "
+                     "the memory) or int8 (blocks of 32 with an fp16 scale, GGUF's Q8_0); the CPU "
+                     "backend only")
+        ->capture_default_str();
   // Checked once the command line is read, before any work: a device this build or machine
-  // cannot use, or bf16 on the CPU, is one line and exit status 2.
+  // cannot use, bf16 GEMMs on the CPU, or packed weights on a GPU is one line and exit
+  // status 2.
   command->parse_complete_callback([choice, name] {
     const ops::Device device = ops::parse_device(choice->device, "--device");
     ops::require_device(device, "--device", name);
-    if (ops::parse_precision(choice->precision, "--precision") == ops::Precision::bf16 &&
-        device.kind == ops::Device::Kind::cpu)
+    const bool cpu = device.kind == ops::Device::Kind::cpu;
+    if (ops::parse_precision(choice->precision, "--precision") == ops::Precision::bf16 && cpu)
       fail("--precision: bf16 runs on a GPU (--device cuda); the CPU backend computes in fp32");
+    if (ops::parse_weight_type(choice->weight_type, "--weight-type") != ops::WeightType::f32 &&
+        !cpu)
+      fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",
+           choice->weight_type, choice->device);
   });
   return *choice;
 }
@@ -30,12 +46,17 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name,
 }  // namespace
 
 const std::string& add_device_option(CLI::App* command, const std::string& name) {
-  return add_choice(command, name, "").device;
+  return add_choice(command, name, Extra::none).device;
 }
 
 const DeviceChoice& add_device_and_precision_options(CLI::App* command, const std::string& name,
                                                      const std::string& precision_help) {
-  return add_choice(command, name, precision_help);
+  return add_choice(command, name, Extra::precision, precision_help);
+}
+
+const DeviceChoice& add_device_and_weight_type_options(CLI::App* command,
+                                                       const std::string& name) {
+  return add_choice(command, name, Extra::weight_type);
 }
 
 }  // namespace sps::cli

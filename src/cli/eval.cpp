@@ -47,7 +47,7 @@ struct EvalArgs {
   int64_t val_tokens = -1;
   int64_t corpus_bytes = 0;
   bool quiet = false;
-  const std::string* device = nullptr;  // --device, read after parsing
+  const DeviceChoice* on = nullptr;  // --device and --weight-type, read after parsing
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -335,7 +335,7 @@ void run_eval(const EvalArgs& a) {
   const TaskList list = task_list(a);
 
   const LoadedModel m =
-      load_model(a.checkpoint, a.weights, a.config, ops::parse_device(*a.device, "--device"));
+      load_model(a.checkpoint, a.weights, a.config, *a.on);
   const auto recipe = recipe_of(m);
   std::unique_ptr<BpeTokenizer> tokenizer;
   const EvalContext context{a, m, recipe.get(),
@@ -396,7 +396,7 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--quiet", a->quiet, "no progress lines");
-  a->device = &add_device_option(cmd, "sps eval");
+  a->on = &add_device_and_weight_type_options(cmd, "sps eval");
   cmd->callback([a] { run_eval(*a); });
 }
 

@@ -37,7 +37,7 @@ struct GenerateArgs {
   int threads = 0;
   bool ignore_eos = false, stats = false;
   GenerationOptions generation;
-  const std::string* device = nullptr;  // --device, read after parsing
+  const DeviceChoice* on = nullptr;  // --device and --weight-type, read after parsing
 };
 
 void write_stdout(std::string_view bytes) {
@@ -184,7 +184,7 @@ void run_generate(GenerateArgs& a) {
          "(the interactive mode needs a terminal on standard input)");
 
   const LoadedModel loaded =
-      load_model(a.checkpoint, a.weights, a.config, ops::parse_device(*a.device, "--device"));
+      load_model(a.checkpoint, a.weights, a.config, *a.on);
   const BpeTokenizer tokenizer = load_tokenizer(a.tokenizer, loaded);
   const ModelConfig& c = loaded.model->config();
   GenerationOptions options = a.generation;
@@ -254,7 +254,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--threads", a.threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 4096));
   cmd->add_flag("--stats", a.stats, "print token counts, prefill time, decode rate, cache size");
-  a.device = &add_device_option(cmd, "sps generate");
+  a.on = &add_device_and_weight_type_options(cmd, "sps generate");
   cmd->callback([cmd] {
     a.prompt_given = cmd->count("--prompt") > 0;
     run_generate(a);

@@ -67,7 +67,9 @@ YAML::Node model_section(const YAML::Node& doc) { return doc["model"] ? doc["mod
 }  // namespace
 
 LoadedModel load_model(const std::string& checkpoint, const std::string& weights,
-                       const std::string& config_file, const ops::Device& device) {
+                       const std::string& config_file, const DeviceChoice& on) {
+  const ops::Device device = ops::parse_device(on.device, "--device");
+  const ops::WeightType weight_type = ops::parse_weight_type(on.weight_type, "--weight-type");
   LoadedModel m;
   const ModelFiles files = resolve_model_files(checkpoint, weights, config_file);
   const std::string& weights_path = m.weights_path = files.weights_path;
@@ -101,11 +103,9 @@ LoadedModel load_model(const std::string& checkpoint, const std::string& weights
                      (long long)config.window_size);
     }
   }
-  m.model = std::make_unique<Model<float>>(config, ops::backend_for(device));
-  ops::on_host(m.model->backend(), m.model->weights(), size_t(m.model->params().total()),
-               ops::HostAccess::write,
-               [&](float* w) { load_weights(weights_path, m.model->params(), w); });
-  m.model->pack_for_inference();
+  m.model = std::make_unique<Model<float>>(config, ops::backend_for(device),
+                                            Model<float>::InitialWeights::unset);
+  load_weights_for_inference(weights_path, *m.model, weight_type);
   return m;
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/commands.h"
 #include "model/model.h"
 #include "ops/device.h"
 #include "tokenizer/bpe.h"
@@ -20,16 +21,17 @@ struct ModelFiles {
 ModelFiles resolve_model_files(const std::string& checkpoint, const std::string& weights,
                                const std::string& config);
 
-// A model loaded from --checkpoint or --weights + --config onto `device` for inference (its
-// weights packed: Model::pack_for_inference); the family and special ids the weights were
-// saved with must agree with the config (UserError otherwise).
+// A model loaded from --checkpoint or --weights + --config onto --device for inference, its
+// projections packed in --weight-type as they are read (Model::load_for_inference); the
+// family and special ids the weights were saved with must agree with the config (UserError
+// otherwise).
 struct LoadedModel {
   std::unique_ptr<Model<float>> model;
   std::string config_path, weights_path;
   YAML::Node config_doc;  // the whole config file, for the tokenizer it names
 };
 LoadedModel load_model(const std::string& checkpoint, const std::string& weights,
-                       const std::string& config, const ops::Device& device = {});
+                       const std::string& config, const DeviceChoice& on = {});
 
 // --tokenizer SPEC, or (empty) the one the config records; it must match the model's
 // vocabulary and special ids (UserError otherwise).

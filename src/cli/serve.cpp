@@ -24,7 +24,7 @@ namespace {
 struct ServeArgs {
   std::string checkpoint, weights, config, tokenizer;
   std::string api_key, api_key_file, model_name;
-  const std::string* device = nullptr;  // --device, read after parsing
+  const DeviceChoice* on = nullptr;  // --device and --weight-type, read after parsing
   int threads = 0;
   double grace_seconds = 30;
   serve::ServerOptions server;
@@ -43,7 +43,7 @@ void run_serve(ServeArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
 
   const LoadedModel loaded =
-      load_model(a.checkpoint, a.weights, a.config, ops::parse_device(*a.device, "--device"));
+      load_model(a.checkpoint, a.weights, a.config, *a.on);
   const BpeTokenizer tokenizer = load_tokenizer(a.tokenizer, loaded);
   const ModelConfig& c = loaded.model->config();
   serve::SchedulerOptions& s = a.server.scheduler;
@@ -134,7 +134,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--grace", a.grace_seconds,
                   "seconds running requests get to finish after SIGINT/SIGTERM")
       ->check(CLI::Range(0.0, 3600.0));
-  a.device = &add_device_option(cmd, "sps serve");
+  a.on = &add_device_and_weight_type_options(cmd, "sps serve");
   cmd->add_option("--threads", a.threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 4096));
   cmd->callback([] { run_serve(a); });

@@ -1,4 +1,5 @@
-// sps train --config RECIPE [section.key=value …] [--resume] [--dry-run] [--stop-after N]
+// sps train --config RECIPE [section.key=value …] [--resume] [--init-from CHECKPOINT]
+//           [--dry-run] [--stop-after N]
 //           [--device cpu|cuda[:N]]
 #include <cstdio>
 
@@ -27,6 +28,10 @@ void register_train(CLI::App& app) {
   train_cmd->add_flag("--resume", options.resume,
                       "continue from the run folder's newest good checkpoint (from scratch when "
                       "there is none)");
+  train_cmd->add_option("--init-from", options.init_from,
+                        "start from another run's checkpoint folder (weights, AdamW moments, step, "
+                        "data position) when the run folder has no checkpoint; this recipe's "
+                        "schedule and length apply, e.g. a decayed branch");
   train_cmd->add_flag("--dry-run", dry_run,
                       "print parameters, tokens per step, steps, FLOPs and memory, then exit");
   train_cmd->add_option("--stop-after", options.stop_after_steps,

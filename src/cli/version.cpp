@@ -13,9 +13,10 @@ std::string version_text() {
       "revision {}\n"
       "build {}, {}\n"
       "blas {} (kernels for {})\n"
+      "{}\n"
       "{}\n",
       SPS_VERSION, SPS_REVISION, SPS_BUILD_TYPE, SPS_CPU_TARGET, openblas_get_config(),
-      openblas_get_corename(), ops::describe_cuda(ops::cuda_status()));
+      openblas_get_corename(), ops::describe_cpu_kernels(), ops::describe_cuda(ops::cuda_status()));
 }
 
 }  // namespace sps::cli

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -20,8 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kMatrixKeys = {"recipe", "families", "windows", "seeds", "scales",
-                                              "tokens", "overrides", "eval",  "bench", "parallel"};
+const std::vector<std::string> kMatrixKeys = {"recipe", "families", "windows",   "seeds",
+                                              "scales", "tokens",   "overrides", "eval",
+                                              "bench",  "parallel", "decay"};
 
 YAML::Node sequence(const YAML::Node& root, const char* key, const std::string& source,
                     bool required) {
@@ -85,6 +87,56 @@ std::string recipe_for(const ExperimentMatrix& m, const std::string& scale) {
   const size_t at = m.recipe.find("{scale}");
   if (at == std::string::npos) return m.recipe;
   return m.recipe.substr(0, at) + scale + m.recipe.substr(at + 7);
+}
+
+DecayBranches parse_decay(const YAML::Node& node, const std::string& source) {
+  DecayBranches d;
+  if (!node || node.IsNull()) return d;
+  if (!node.IsMap()) fail("{}: decay: expected a mapping (from, fraction, min_lr)", source);
+  check_yaml_keys(node, {"from", "fraction", "min_lr"}, source, "decay");
+  d.from = integers(node, "from", source + ": decay", true, 1);
+  check_distinct(d.from, "decay.from", source);
+  for (const char* key : {"fraction", "min_lr"})
+    if (!node[key]) fail("{}: decay.{}: missing", source, key);
+  d.fraction = yaml_double(node["fraction"], source, "decay.fraction");
+  if (!(d.fraction > 0 && d.fraction <= 1))
+    fail("{}: decay.fraction: expected a number in (0, 1], got {}", source, d.fraction);
+  d.min_lr = yaml_double(node["min_lr"], source, "decay.min_lr");
+  if (!(d.min_lr >= 0)) fail("{}: decay.min_lr: expected a number >= 0, got {}", source, d.min_lr);
+  return d;
+}
+
+// The run's decayed branches. Each starts from a checkpoint the run writes: a named one
+// (training.save_every) or, at the run's length, `final`.
+std::vector<PlannedBranch> plan_branches(const ExperimentMatrix& m, const PlannedRun& run,
+                                         const TrainConfig& config) {
+  std::vector<PlannedBranch> branches;
+  const int64_t step = config.tokens_per_step(), save_every = config.training.save_every;
+  const int64_t length = config.total_steps() * step;
+  for (const int64_t from : m.decay.from) {
+    if (from % step != 0 || from > length ||
+        (from != length && (save_every <= 0 || from % save_every != 0)))
+      fail("{}: decay.from: run {} has no checkpoint at {} tokens (a multiple of "
+           "training.save_every = {} and of the {} tokens per step, at most the run's {})",
+           m.source, run.name, from, save_every, step, length);
+    PlannedBranch b;
+    b.from = from;
+    const int64_t decay_tokens =
+        int64_t(std::ceil(m.decay.fraction * double(from) / double(step))) * step;
+    b.tokens = from + decay_tokens;
+    b.overrides = run.overrides;
+    b.overrides.push_back(fmt::format("training.max_tokens={}", b.tokens));
+    b.overrides.push_back("scheduler.decay_lr=true");
+    b.overrides.push_back(fmt::format("scheduler.lr_decay_tokens={}", decay_tokens));
+    b.overrides.push_back(fmt::format("scheduler.min_lr={}", m.decay.min_lr));
+    try {
+      load_train_config(run.recipe, b.overrides);
+    } catch (const UserError& e) {
+      fail("{}: run {}, decay from {}: {}", m.source, run.name, from, e.what());
+    }
+    branches.push_back(std::move(b));
+  }
+  return branches;
 }
 
 std::string token_label(int64_t tokens) {
@@ -155,6 +207,7 @@ ExperimentMatrix parse_matrix(const std::string& text, const std::string& source
     m.parallel = yaml_int(root["parallel"], source, "parallel");
     if (m.parallel < 1) fail("{}: parallel: expected an integer >= 1, got {}", source, m.parallel);
   }
+  m.decay = parse_decay(root["decay"], source);
   if (m.recipe.find("{scale}") == std::string::npos && !fs::exists(m.recipe))
     fail("{}: recipe: '{}' not found (looked at {})", source, recipe, m.recipe);
   return m;
@@ -200,11 +253,13 @@ std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& m) {
               run.overrides.push_back(fmt::format("model.window_size={}", window));
             if (!m.tokens.empty()) run.overrides.push_back(fmt::format("training.max_tokens={}", budget));
             run.overrides.push_back(fmt::format("training.seed={}", seed));
+            TrainConfig config;
             try {
-              load_train_config(recipe, run.overrides);
+              config = load_train_config(recipe, run.overrides);
             } catch (const UserError& e) {
               fail("{}: run {}: {}", m.source, run.name, e.what());
             }
+            run.branches = plan_branches(m, run, config);
             runs.push_back(std::move(run));
           }
         }

@@ -13,6 +13,15 @@ struct ScopedOverrides {
   std::vector<std::string> scales, families, set;
 };
 
+// Decayed branches of every run (docs/reproducing.md): from the run's checkpoint at each of
+// `from` tokens, a linear decay of the learning rate to `min_lr` over `fraction` of those
+// tokens (rounded up to whole steps), the paper's schedule shape on a constant-LR run.
+struct DecayBranches {
+  std::vector<int64_t> from;  // empty: no branches
+  double fraction = 0.1;
+  double min_lr = 0;
+};
+
 struct ExperimentMatrix {
   std::string source;  // the matrix file, for messages
   std::string text;    // its content, copied into the experiment folder
@@ -25,6 +34,14 @@ struct ExperimentMatrix {
   bool bench = false;                           // a `bench:` section was given
   std::vector<std::string> bench_args;          // passed to `sps bench generate`
   int64_t parallel = 1;                         // runs side by side
+  DecayBranches decay;                          // the `decay:` section
+};
+
+// One decayed branch of a run: trained into runs/<name>/decay_<from>/ from the run's
+// checkpoint at `from` tokens.
+struct PlannedBranch {
+  int64_t from = 0, tokens = 0;        // tokens = from + the decay's tokens
+  std::vector<std::string> overrides;  // the run's, then the branch's length and schedule
 };
 
 // One run of the matrix, as recorded in runs/<name>/run.json.
@@ -32,6 +49,7 @@ struct PlannedRun {
   std::string name, group, recipe, family, scale;
   int64_t window = 0, seed = 0, tokens = 0;
   std::vector<std::string> overrides;  // what `sps train` gets, before system.out_dir
+  std::vector<PlannedBranch> branches;
 };
 
 // Reads and checks a matrix file; any problem is a UserError naming the file and the key.

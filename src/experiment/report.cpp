@@ -47,10 +47,13 @@ void read_runs(const std::string& dir, ReportContent& content) {
   std::sort(run_dirs.begin(), run_dirs.end());
   for (const fs::path& run_dir : run_dirs) {
     RunRecord record = read_run_record((run_dir / "run.json").string());
-    if (record.done())
+    if (record.done()) {
       content.done.push_back(read_run_results(record, run_dir.string()));
-    else
+    } else {
+      if (auto partial = read_partial_results(record, run_dir.string()))
+        content.partial.push_back(std::move(*partial));
       content.incomplete.push_back(std::move(record));
+    }
   }
   check_groups(content.done, runs_dir);
 }
@@ -113,6 +116,10 @@ std::string write_experiment_report(const std::string& dir, const ReportOptions&
   content.options = options;
   read_runs(dir, content);
   content.cohorts = report::analyse_runs(content.done, options.alpha, options.tost_margin);
+  std::vector<const RunResults*> with_curves;
+  for (const auto* list : {&content.done, &content.partial})
+    for (const RunResults& r : *list) with_curves.push_back(&r);
+  content.trends = report::analyse_trends(with_curves, options.alpha);
   draw_figures(dir, content);
   write_file_atomically((fs::path(dir) / "results.json").string(), report::results_json(content));
   write_file_atomically((fs::path(dir) / "results.md").string(), report::results_markdown(content));

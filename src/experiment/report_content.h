@@ -5,6 +5,7 @@
 
 #include "experiment/report.h"
 #include "experiment/report_analysis.h"
+#include "experiment/report_trend.h"
 #include "experiment/run_record.h"
 
 namespace sps::report {
@@ -17,7 +18,9 @@ struct ReportContent {
   ReportOptions options;
   std::vector<RunResults> done;       // the runs the statistics use
   std::vector<RunRecord> incomplete;  // status not "done"
+  std::vector<RunResults> partial;    // the incomplete runs that have a validation curve
   std::vector<Cohort> cohorts;        // points into `done`
+  std::vector<GapTrend> trends;       // from `done` and `partial`
   std::vector<DrawnFigure> figures;
   std::vector<std::string> notes;  // skipped figures, missing gnuplot
 };

@@ -26,11 +26,13 @@ ordered_json run_json(const RunResults& r, const GroupSummary* standard) {
           {"seed", r.record.seed},
           {"recipe", r.record.recipe},
           {"overrides", r.record.overrides},
+          {"cpu", r.record.cpu},
           {"final_val_nll", number(r.final_val_nll)},
           {"corpus_nll", number(r.corpus_nll)},
           {"task_accuracy", number(r.task_accuracy)},
           {"train_tokens_per_second_median", number(r.train_tokens_per_second)},
           {"peak_rss_bytes", number(r.peak_rss_bytes)},
+          {"documents_per_batch", number(r.documents_per_batch)},
           {"decode_tokens_per_second", number(r.decode_tokens_per_second)},
           {"kv_cache_bytes", number(r.kv_cache_bytes)},
           {"vs_standard",
@@ -98,6 +100,42 @@ ordered_json test_json(const SeedTest& t, double margin) {
             {"equivalent", t.tost.equivalent}}}};
 }
 
+ordered_json seed_gap_json(const SeedGap& p, bool decayed) {
+  ordered_json j = {{"tokens", p.tokens}};
+  if (decayed) j["from"] = p.from;
+  j["standard_val_nll"] = number(p.standard_nll);
+  j["group_val_nll"] = number(p.group_nll);
+  j["gap"] = number(p.gap.mean);
+  j["gap_half_width"] = number(p.gap.half_width);
+  j["gaps_per_seed"] = p.gaps;
+  return j;
+}
+
+ordered_json trend_json(const GapTrend& t) {
+  ordered_json points = ordered_json::array(), decayed = ordered_json::array();
+  for (const SeedGap& p : t.points) points.push_back(seed_gap_json(p, false));
+  for (const SeedGap& p : t.decayed) decayed.push_back(seed_gap_json(p, true));
+  const GapFit& f = t.fit;
+  return {{"scale", t.scale},
+          {"tokens", t.budget},
+          {"group", t.group},
+          {"label", t.label},
+          {"seeds", t.seeds},
+          {"partial_runs", t.partial_runs},
+          {"points", points},
+          {"crossovers", t.crossovers},
+          {"fit",
+           {{"pairs", f.pairs},
+            {"first_tokens", f.first_tokens},
+            {"last_tokens", f.last_tokens},
+            {"intercept", number(f.intercept)},
+            {"slope_per_million_tokens", number(f.slope)},
+            {"slope_half_width", number(f.slope_half_width)},
+            {"residual_sd", number(f.residual_sd)},
+            {"zero_tokens", number(f.zero_tokens)}}},
+          {"decayed", decayed}};
+}
+
 }  // namespace
 
 std::string results_json(const ReportContent& content) {
@@ -120,6 +158,8 @@ std::string results_json(const ReportContent& content) {
   for (const RunRecord& r : content.incomplete)
     incomplete.push_back(
         {{"name", r.name}, {"group", r.group}, {"status", r.status}, {"error", r.error}});
+  ordered_json trends = ordered_json::array();
+  for (const GapTrend& t : content.trends) trends.push_back(trend_json(t));
   ordered_json figures = ordered_json::array();
   for (const DrawnFigure& f : content.figures)
     figures.push_back({{"file", f.file}, {"title", f.title}});
@@ -128,6 +168,7 @@ std::string results_json(const ReportContent& content) {
                           {"runs_done", content.done.size()},
                           {"runs_incomplete", incomplete},
                           {"cohorts", cohorts},
+                          {"trends", trends},
                           {"figures", figures},
                           {"notes", content.notes}};
   return j.dump(2) + "\n";

@@ -112,14 +112,14 @@ std::string crossover_line(const GroupSummary& g) {
 std::string runs_table(const Cohort& c) {
   std::string md =
       "| run | seed | final val NLL | Corpus NLL | Task Acc | train tok/s (median) | peak MiB | "
-      "decode tok/s | KV MiB |\n|---|---|---|---|---|---|---|---|---|\n";
+      "docs/batch | decode tok/s | KV MiB |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const GroupSummary& g : c.groups)
     for (const RunResults* r : g.runs)
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r->record.name,
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r->record.name,
                         r->record.seed, fixed(r->final_val_nll, 4), fixed(r->corpus_nll, 4),
                         percent(r->task_accuracy), fixed(r->train_tokens_per_second, 0),
-                        mebibytes(r->peak_rss_bytes), fixed(r->decode_tokens_per_second, 1),
-                        mebibytes(r->kv_cache_bytes));
+                        mebibytes(r->peak_rss_bytes), fixed(r->documents_per_batch, 1),
+                        fixed(r->decode_tokens_per_second, 1), mebibytes(r->kv_cache_bytes));
   return md;
 }
 
@@ -139,6 +139,98 @@ std::string cohort_section(const Cohort& c, const ReportOptions& o) {
   return md;
 }
 
+std::string per_seed(const SeedGap& p) {
+  std::string s;
+  for (size_t i = 0; i < p.gaps.size(); ++i) s += (i ? ", " : "") + signed_fixed(p.gaps[i], 3);
+  return s;
+}
+
+std::string seed_gap_table(const GapTrend& t, const std::vector<SeedGap>& points, bool decayed,
+                           int ci_percent) {
+  std::string md = fmt::format("| {}tokens | standard | {} | gap | ± {}% | per seed |\n",
+                               decayed ? "from | to " : "", t.label, ci_percent);
+  md += decayed ? "|---|---|---|---|---|---|---|\n" : "|---|---|---|---|---|---|\n";
+  for (const SeedGap& p : points)
+    md += fmt::format("| {}{} | {} | {} | {} | {} | {} |\n",
+                      decayed ? tokens(double(p.from)) + " | " : "", tokens(double(p.tokens)),
+                      fixed(p.standard_nll, 4), fixed(p.group_nll, 4), signed_fixed(p.gap.mean, 4),
+                      fixed(p.gap.half_width, 4), per_seed(p));
+  return md;
+}
+
+std::string trend_lines(const GapTrend& t) {
+  std::string md;
+  if (t.points.empty()) return "- No evaluation point shared by every run yet.\n";
+  const double end = t.points.back().gap.mean;
+  const std::string side = end < 0 ? "below" : end > 0 ? "above" : "level with";
+  if (t.crossovers.empty()) {
+    md += fmt::format("- Crossing: none; {} {} standard at the end of the {} shared points (mean "
+                      "gap {}).\n",
+                      t.label, side, t.points.size(), signed_fixed(end, 4));
+  } else {
+    std::string at;
+    for (size_t i = 0; i < t.crossovers.size(); ++i)
+      at += (i ? ", " : "") + tokens(t.crossovers[i]);
+    md += fmt::format("- Crossing: the mean gap changes sign at {} tokens; {} {} standard at the "
+                      "end (mean gap {}).\n",
+                      at, t.label, side, signed_fixed(end, 4));
+  }
+  const GapFit& f = t.fit;
+  if (!std::isfinite(f.slope)) {
+    md += fmt::format("- Fit: too few per-seed gaps ({}) from {} tokens on for a line.\n", f.pairs,
+                      tokens(double(f.first_tokens)));
+  } else {
+    std::string zero = "the line is flat";
+    if (std::isfinite(f.zero_tokens))
+      zero = f.zero_tokens > double(f.last_tokens)
+                 ? fmt::format("the line would reach 0 at {} tokens (an extrapolation)",
+                               tokens(f.zero_tokens))
+             : f.zero_tokens >= double(f.first_tokens)
+                 ? fmt::format("the line is 0 at {} tokens", tokens(f.zero_tokens))
+                 : fmt::format("the line moves away from 0 (0 at {} tokens)",
+                               f.zero_tokens > 0 ? tokens(f.zero_tokens) : "none > 0");
+    md += fmt::format(
+        "- Fit over {}–{} tokens ({} per-seed gaps): gap = {} {} {} per 1M tokens (slope ± {}), "
+        "residual sd {}; {}.\n",
+        tokens(double(f.first_tokens)), tokens(double(f.last_tokens)), f.pairs,
+        signed_fixed(f.intercept, 4), f.slope < 0 ? "−" : "+", fixed(std::fabs(f.slope), 4),
+        fixed(f.slope_half_width, 4), fixed(f.residual_sd, 4), zero);
+  }
+  return md;
+}
+
+std::string trends_section(const ReportContent& content) {
+  if (content.trends.empty()) return "";
+  const int ci_percent = int(std::lround(100 * (1 - content.options.alpha)));
+  std::string md = fmt::format(
+      "\n## Gap to standard by seed\n\nThe gap is a run's val NLL minus that of standard's run "
+      "with the same seed at the same point; ± is the two-sided {}% t-interval over seeds (n − 1 "
+      "d.o.f.; none with one seed). Crossings are where the mean gap changes sign (linear "
+      "interpolation). The fit is a least-squares line through the per-seed gaps from half the "
+      "last shared tokens on; its slope's interval has n − 2 d.o.f. Runs that are still going "
+      "count with their curve so far.\n",
+      ci_percent);
+  for (const GapTrend& t : content.trends) {
+    std::string seeds;
+    for (size_t i = 0; i < t.seeds.size(); ++i)
+      seeds += (i ? ", " : "") + std::to_string(t.seeds[i]);
+    std::string partial;
+    for (size_t i = 0; i < t.partial_runs.size(); ++i)
+      partial += (i ? ", " : "") + t.partial_runs[i];
+    md += fmt::format("\n### Scale {}, {} tokens: {} against standard, seed{} {}{}\n\n", t.scale,
+                      tokens(double(t.budget)), t.label, t.seeds.size() == 1 ? "" : "s", seeds,
+                      partial.empty() ? "" : " (partial: " + partial + " not finished)");
+    md += seed_gap_table(t, t.points, false, ci_percent);
+    md += "\n" + trend_lines(t);
+    if (!t.decayed.empty()) {
+      md += "\nAfter decay (a branch from the constant-LR run's checkpoint, learning rate "
+            "decayed linearly to the end of the branch):\n\n";
+      md += seed_gap_table(t, t.decayed, true, ci_percent);
+    }
+  }
+  return md;
+}
+
 }  // namespace
 
 std::string results_markdown(const ReportContent& content) {
@@ -153,8 +245,9 @@ std::string results_markdown(const ReportContent& content) {
       content.done.size(), content.incomplete.size(), 100 * (1 - o.alpha));
   if (content.cohorts.empty()) md += "\nNo finished run yet: nothing to compare.\n";
   for (const Cohort& c : content.cohorts) md += cohort_section(c, o);
+  md += trends_section(content);
   if (!content.incomplete.empty()) {
-    md += "\n## Incomplete runs (left out of the statistics)\n\n";
+    md += "\n## Incomplete runs (left out of the statistics but the gap by seed)\n\n";
     for (const RunRecord& r : content.incomplete)
       md += fmt::format("- {}: {}{}\n", r.name, r.status, r.error.empty() ? "" : " — " + r.error);
   }

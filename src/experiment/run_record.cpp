@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "model/family.h"
+#include "train/train_config.h"
 #include "util/error.h"
 #include "util/read_file.h"
 
@@ -17,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::vector<std::string> kStatuses = {"pending",      "training", "evaluating",
+const std::vector<std::string> kStatuses = {"pending",      "training", "decaying", "evaluating",
                                             "benchmarking", "done",     "failed"};
 
 json parse_object(const std::string& text, const std::string& where) {
@@ -69,33 +70,46 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-void read_metrics(RunResults& r, const std::string& path) {
-  if (!fs::exists(path)) fail("{}: missing; a run marked done needs its training metrics", path);
-  std::istringstream lines(read_file(path));
-  std::map<int64_t, double> val_by_tokens;  // a repeated evaluation point keeps the last value
+// The validation records of a metrics file, by tokens (a repeated point keeps the last value).
+// With `r`, also the training figures: the median logged throughput, the peak memory and the
+// documents per batch. `growing`: the file of a run still going, whose last line may be
+// half-written; reading stops at a line that does not parse instead of failing.
+std::vector<ValPoint> read_val_curve(const std::string& path, RunResults* r = nullptr,
+                                     bool growing = false) {
   std::vector<double> rates;
+  std::istringstream lines(read_file(path));
+  std::map<int64_t, double> val_by_tokens;
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = fmt::format("{}:{}", path, number);
+    if (growing && json::parse(line, nullptr, false).is_discarded()) break;
     const json record = parse_object(line, where);
     if (record.contains("val_nll")) {
       val_by_tokens[integer_field(record, "tokens", where)] =
           number_field(record, "val_nll", where);
-    } else if (record.contains("tokens_per_second")) {
+    } else if (record.contains("tokens_per_second") && r) {
       rates.push_back(number_field(record, "tokens_per_second", where));
       const double peak = optional_number(record, "peak_rss_bytes", where);
-      if (!(peak <= r.peak_rss_bytes)) r.peak_rss_bytes = peak;
+      if (!(peak <= r->peak_rss_bytes)) r->peak_rss_bytes = peak;
+    } else if (record.contains("documents_per_batch") && r) {
+      r->documents_per_batch = number_field(record, "documents_per_batch", where);
     }
   }
-  if (val_by_tokens.empty())
-    fail(
-        "{}: no val_nll record; the report compares validation NLL (set "
-        "training.eval_interval_tokens)",
-        path);
-  for (const auto& [tokens, nll] : val_by_tokens) r.val_curve.push_back({tokens, nll});
+  if (r) r->train_tokens_per_second = median(rates);
+  std::vector<ValPoint> curve;
+  for (const auto& [tokens, nll] : val_by_tokens) curve.push_back({tokens, nll});
+  return curve;
+}
+
+void read_metrics(RunResults& r, const std::string& path) {
+  if (!fs::exists(path)) fail("{}: missing; a run marked done needs its training metrics", path);
+  r.val_curve = read_val_curve(path, &r);
+  if (r.val_curve.empty())
+    fail("{}: no val_nll record; the report compares validation NLL (set "
+         "training.eval_interval_tokens)",
+         path);
   r.final_val_nll = r.val_curve.back().val_nll;
-  r.train_tokens_per_second = median(rates);
 }
 
 void read_eval(RunResults& r, const std::string& path) {
@@ -124,7 +138,31 @@ void read_bench(RunResults& r, const std::string& path) {
   fail("{}: empty; expected the output of sps bench generate --json", path);
 }
 
+// The finished branches in decay_<from>/ folders: a branch has finished when its metrics
+// hold a validation at the last step of the length its config.yaml gives.
+void read_decayed(RunResults& r, const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || !name.starts_with("decay_")) continue;
+    const std::string digits = name.substr(6);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const fs::path metrics = entry.path() / "metrics.jsonl",
+                   config_path = entry.path() / "config.yaml";
+    if (!fs::exists(metrics) || !fs::exists(config_path)) continue;
+    const TrainConfig config = load_train_config(config_path.string(), {});
+    const int64_t length = config.total_steps() * config.tokens_per_step();
+    const std::vector<ValPoint> curve = read_val_curve(metrics.string(), nullptr, r.partial);
+    if (curve.empty() || curve.back().tokens < length) continue;
+    r.decayed.push_back({std::stoll(digits), curve.back().tokens, curve.back().val_nll});
+  }
+  std::sort(r.decayed.begin(), r.decayed.end(),
+            [](const DecayedPoint& a, const DecayedPoint& b) { return a.from < b.from; });
+}
+
 }  // namespace
+
+std::string decay_folder_name(int64_t from) { return fmt::format("decay_{}", from); }
 
 RunRecord read_run_record(const std::string& path) {
   if (!fs::exists(path))
@@ -138,6 +176,7 @@ RunRecord read_run_record(const std::string& path) {
   r.scale = string_field(j, "scale", path);
   r.status = string_field(j, "status", path);
   r.error = string_field(j, "error", path);
+  if (j.contains("cpu")) r.cpu = string_field(j, "cpu", path);
   r.window = integer_field(j, "window", path);
   r.seed = integer_field(j, "seed", path);
   r.tokens = integer_field(j, "tokens", path);
@@ -159,6 +198,21 @@ RunResults read_run_results(const RunRecord& record, const std::string& run_dir)
   read_metrics(r, (dir / "train" / "metrics.jsonl").string());
   read_eval(r, (dir / "eval.json").string());
   read_bench(r, (dir / "bench.json").string());
+  read_decayed(r, dir);
+  return r;
+}
+
+std::optional<RunResults> read_partial_results(const RunRecord& record,
+                                               const std::string& run_dir) {
+  const fs::path dir(run_dir), metrics = dir / "train" / "metrics.jsonl";
+  if (!fs::exists(metrics)) return std::nullopt;
+  RunResults r;
+  r.record = record;
+  r.partial = true;
+  r.val_curve = read_val_curve(metrics.string(), &r, true);
+  if (r.val_curve.empty()) return std::nullopt;
+  r.final_val_nll = r.val_curve.back().val_nll;
+  read_decayed(r, dir);
   return r;
 }
 

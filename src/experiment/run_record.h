@@ -4,13 +4,18 @@
 // benchmark left beside it. Damaged files are a UserError naming the file.
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace sps {
 
+// The folder of a run's decayed branch from `from` tokens: runs/<name>/decay_<from>/.
+std::string decay_folder_name(int64_t from);
+
 struct RunRecord {
   std::string name, group, recipe, family, scale, status, error;
+  std::string cpu;  // where it ran (optional in run.json; "" when absent)
   int64_t window = 0, seed = 0, tokens = 0;
   std::vector<std::string> overrides;
   bool done() const { return status == "done"; }
@@ -24,7 +29,13 @@ struct ValPoint {
   double val_nll = 0;
 };
 
-// A finished run's numbers; NaN where the file that holds them is absent.
+// A decayed branch of a run (runs/<name>/decay_<from>/): its last validation.
+struct DecayedPoint {
+  int64_t from = 0, tokens = 0;  // where it branched, where it ended
+  double val_nll = 0;
+};
+
+// A run's numbers; NaN where the file that holds them is absent.
 struct RunResults {
   static constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
   RunRecord record;
@@ -32,12 +43,21 @@ struct RunResults {
   double final_val_nll = kMissing;
   double train_tokens_per_second = kMissing;  // median over the logged intervals
   double peak_rss_bytes = kMissing;
+  double documents_per_batch = kMissing;  // the trainer's figure (metrics.jsonl)
   double corpus_nll = kMissing, task_accuracy = kMissing;                 // eval.json
   double decode_tokens_per_second = kMissing, kv_cache_bytes = kMissing;  // bench.json
+  std::vector<DecayedPoint> decayed;  // finished branches, ascending `from`
+  bool partial = false;               // the run is not done: its curve so far
 };
 
 // Reads <run_dir>/train/metrics.jsonl (required, with at least one val_nll record) and
 // <run_dir>/eval.json, <run_dir>/bench.json where present.
+// Finished decayed branches are read from decay_<from>/ (metrics.jsonl and config.yaml: a
+// branch is finished when it has a validation at its config's last step).
 RunResults read_run_results(const RunRecord& record, const std::string& run_dir);
+
+// A run that is not done, as far as it got: its validation curve and finished branches
+// (`partial` set); nothing when it has no validation yet.
+std::optional<RunResults> read_partial_results(const RunRecord& record, const std::string& run_dir);
 
 }  // namespace sps

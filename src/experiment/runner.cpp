@@ -15,6 +15,7 @@
 
 #include "experiment/run_process.h"
 #include "experiment/run_record.h"
+#include "train/checkpoint_policy.h"
 #include "train/train_config.h"
 #include "util/atomic_file.h"
 #include "util/duration_text.h"
@@ -36,10 +37,38 @@ fs::path run_dir(const RunnerOptions& options, const PlannedRun& run) {
 
 fs::path final_checkpoint(const fs::path& dir) { return dir / "train" / "checkpoints" / "final"; }
 
+fs::path branch_dir(const fs::path& dir, const PlannedBranch& branch) {
+  return dir / decay_folder_name(branch.from);
+}
+
+fs::path branch_final(const fs::path& dir, const PlannedBranch& branch) {
+  return branch_dir(dir, branch) / "checkpoints" / "final";
+}
+
+// The run's checkpoint a branch starts from: named by its tokens, or `final` at the run's end.
+fs::path branch_source(const fs::path& dir, const PlannedRun& run, const PlannedBranch& branch) {
+  const fs::path named = dir / "train" / "checkpoints" / named_checkpoint(branch.from);
+  return branch.from < run.tokens || fs::exists(named) ? named : final_checkpoint(dir);
+}
+
 std::vector<std::string> expanded(const std::vector<std::string>& args, const std::string& where) {
   std::vector<std::string> out;
   for (const auto& a : args) out.push_back(expand_path(a, where));
   return out;
+}
+
+// Where the run's tokens/s were measured: the CPU's model name (Linux's /proc/cpuinfo) and
+// the cores the runner saw.
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      model = line.substr(line.find(':') + 1);
+      model.erase(0, model.find_first_not_of(' '));
+      break;
+    }
+  return fmt::format("{}, {} cores", model, std::thread::hardware_concurrency());
 }
 
 void write_run_json(const fs::path& dir, const PlannedRun& run, const std::string& status,
@@ -47,7 +76,7 @@ void write_run_json(const fs::path& dir, const PlannedRun& run, const std::strin
   const json record = {{"name", run.name},     {"group", run.group},   {"recipe", run.recipe},
                        {"family", run.family}, {"window", run.window}, {"scale", run.scale},
                        {"seed", run.seed},     {"tokens", run.tokens}, {"overrides", run.overrides},
-                       {"status", status},     {"error", error}};
+                       {"status", status},     {"error", error},       {"cpu", cpu_description()}};
   write_file_atomically((dir / "run.json").string(), record.dump(2) + "\n");
 }
 
@@ -63,7 +92,9 @@ void check_unchanged(const RunRecord& old, const PlannedRun& run, const std::str
          path, fmt::join(old.overrides, " "), fmt::join(run.overrides, " "));
 }
 
-bool outputs_present(const fs::path& dir, bool bench) {
+bool outputs_present(const fs::path& dir, const PlannedRun& run, bool bench) {
+  for (const PlannedBranch& branch : run.branches)
+    if (!fs::exists(branch_final(dir, branch))) return false;
   return fs::exists(dir / "eval.json") && (!bench || fs::exists(dir / "bench.json")) &&
          fs::exists(final_checkpoint(dir));
 }
@@ -120,9 +151,10 @@ enum class Outcome { done, skipped, failed, stopped };
 struct Stage {
   const char* status;  // run.json status while it runs
   const char* program;
-  const char* log;     // <run>/<log>
+  std::string log;  // <run>/<log>
   std::vector<std::string> argv;
   std::string output;  // bench: stdout goes here (renamed on success); otherwise the log
+  fs::path checkpoint;  // training and branches: the final checkpoint it must leave
 };
 
 class Runner {
@@ -176,7 +208,7 @@ class Runner {
     const fs::path dir = run_dir(options_, run);
     const fs::path record = dir / "run.json";
     if (fs::exists(record) && read_run_record(record.string()).done() &&
-        outputs_present(dir, matrix_.bench)) {
+        outputs_present(dir, run, matrix_.bench)) {
       progress_.event("skipped", index, run, "already done");
       return Outcome::skipped;
     }
@@ -186,11 +218,16 @@ class Runner {
     const RunCommands commands = run_commands(matrix_, run, options_, fs::exists(dir / "train"));
     std::vector<Stage> stages;
     if (!fs::exists(final_checkpoint(dir)))
-      stages.push_back({"training", "sps train", "train.log", commands.train, ""});
-    stages.push_back({"evaluating", "sps eval", "eval.log", commands.eval, ""});
+      stages.push_back(
+          {"training", "sps train", "train.log", commands.train, "", final_checkpoint(dir)});
+    for (size_t b = 0; b < run.branches.size(); ++b)
+      if (!fs::exists(branch_final(dir, run.branches[b])))
+        stages.push_back({"decaying", "sps train", decay_folder_name(run.branches[b].from) + ".log",
+                          commands.branches[b], "", branch_final(dir, run.branches[b])});
+    stages.push_back({"evaluating", "sps eval", "eval.log", commands.eval, "", ""});
     if (matrix_.bench)
       stages.push_back({"benchmarking", "sps bench generate", "bench.log", commands.bench,
-                        (dir / "bench.json").string()});
+                        (dir / "bench.json").string(), ""});
     for (const Stage& stage : stages) {
       write_run_json(dir, run, stage.status, "");
       ChildCommand child;
@@ -207,8 +244,8 @@ class Runner {
       std::string error;
       if (!result.ok())
         error = fmt::format("{} {}; see {}: {}", stage.program, result.describe(), log, last_line_of(log));
-      else if (stage.status == std::string("training") && !fs::exists(final_checkpoint(dir)))
-        error = fmt::format("sps train ended without {}; see {}", final_checkpoint(dir).string(), log);
+      else if (!stage.checkpoint.empty() && !fs::exists(stage.checkpoint))
+        error = fmt::format("sps train ended without {}; see {}", stage.checkpoint.string(), log);
       if (!error.empty()) {
         write_run_json(dir, run, "failed", error);
         progress_.event("failed", index, run, error);
@@ -243,6 +280,13 @@ RunCommands run_commands(const ExperimentMatrix& matrix, const PlannedRun& run,
   c.train.insert(c.train.end(), run.overrides.begin(), run.overrides.end());
   c.train.push_back("system.out_dir=" + (dir / "train").string());
   if (resume) c.train.push_back("--resume");
+  for (const PlannedBranch& branch : run.branches) {
+    std::vector<std::string> argv = {options.binary, "train", "--config", run.recipe};
+    argv.insert(argv.end(), branch.overrides.begin(), branch.overrides.end());
+    argv.push_back("system.out_dir=" + branch_dir(dir, branch).string());
+    argv.insert(argv.end(), {"--init-from", branch_source(dir, run, branch).string()});
+    c.branches.push_back(std::move(argv));
+  }
   const std::string checkpoint = final_checkpoint(dir).string();
   c.eval = {options.binary, "eval", "--quiet", "--checkpoint", checkpoint};
   const auto eval_args = expanded(matrix.eval_args, matrix.source + ": eval");
@@ -266,7 +310,9 @@ std::string describe_dry_run(const ExperimentMatrix& matrix, const std::vector<P
                        run.seed, run.scale, run.tokens);
   for (const auto& run : runs) {
     const RunCommands c = run_commands(matrix, run, options, false);
-    out += fmt::format("\n{}:\n  {}\n  {}\n", run.name, quote_command(c.train), quote_command(c.eval));
+    out += fmt::format("\n{}:\n  {}\n", run.name, quote_command(c.train));
+    for (const auto& branch : c.branches) out += fmt::format("  {}\n", quote_command(branch));
+    out += fmt::format("  {}\n", quote_command(c.eval));
     if (!c.bench.empty())
       out += fmt::format("  {} > {}\n", quote_command(c.bench),
                          (run_dir(options, run) / "bench.json").string());

@@ -2,7 +2,7 @@
 // `sps experiment run`: every run of a matrix trained, evaluated and optionally benchmarked
 // by child processes, in the folder layout the report reads (docs/reproducing.md):
 //   <out>/matrix.yaml, <out>/experiment.jsonl, <out>/runs/<name>/{run.json, train/, eval.json,
-//   bench.json, train.log, eval.log, bench.log}
+//   bench.json, train.log, eval.log, bench.log, decay_<N>/, decay_<N>.log}
 // Rerunning the same command skips finished runs, resumes interrupted ones from their
 // newest checkpoint and retries failed ones.
 #include <cstdint>
@@ -23,6 +23,7 @@ struct RunnerOptions {
 // The child command lines of one run (what --dry-run prints).
 struct RunCommands {
   std::vector<std::string> train, eval, bench;  // bench empty without a bench section
+  std::vector<std::vector<std::string>> branches;  // one `sps train` per decayed branch
 };
 RunCommands run_commands(const ExperimentMatrix& matrix, const PlannedRun& run,
                          const RunnerOptions& options, bool resume);

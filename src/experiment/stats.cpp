@@ -39,9 +39,12 @@ ConfidenceInterval t_confidence_interval(const std::vector<double>& values, doub
   ConfidenceInterval ci{mean(values), kNaN};
   if (values.size() < 2) return ci;
   const double n = double(values.size());
-  const double quantile = boost::math::quantile(boost::math::students_t(n - 1), 1.0 - alpha / 2.0);
-  ci.half_width = quantile * sample_sd(values) / std::sqrt(n);
+  ci.half_width = t_quantile(1.0 - alpha / 2.0, n - 1) * sample_sd(values) / std::sqrt(n);
   return ci;
+}
+
+double t_quantile(double q, double dof) {
+  return boost::math::quantile(boost::math::students_t(dof), q);
 }
 
 WelchT welch_t(const std::vector<double>& a, const std::vector<double>& b) {

@@ -23,6 +23,9 @@ struct WelchT {
 };
 WelchT welch_t(const std::vector<double>& a, const std::vector<double>& b);
 
+// The q-quantile of Student's t with `dof` degrees of freedom.
+double t_quantile(double q, double dof);
+
 // P(T ≤ t) for Student's t with `dof` degrees of freedom (dof may be fractional).
 double t_cdf(double t, double dof);
 

@@ -4,37 +4,14 @@
 #include <cstring>
 
 #include "model/params.h"
+#include "ops/weight_type.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/float_formats.h"
 
 namespace sps {
 
 namespace {
-
-uint16_t float_to_bf16(float f) {  // round to nearest even; NaN stays NaN
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if (std::isnan(f)) return uint16_t((bits >> 16) | 0x40);
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return uint16_t(bits >> 16);
-}
-
-uint16_t float_to_f16(float f) {  // round to nearest even, overflow to infinity
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  const uint16_t sign = uint16_t((bits >> 16) & 0x8000);
-  const float a = std::fabs(f);
-  if (std::isnan(f)) return sign | 0x7E00;
-  if (a >= 65520.0f) return sign | 0x7C00;
-  if (a < 6.103515625e-05f) {  // subnormal: multiples of 2^-24
-    return sign | uint16_t(std::nearbyint(a * 16777216.0f));
-  }
-  int exponent;
-  const float mantissa = std::frexp(a, &exponent);  // a = m · 2^e, m in [0.5, 1)
-  uint32_t m = uint32_t(std::nearbyint(mantissa * 2048.0f));  // 11 bits with the leading one
-  if (m == 2048) m = 1024, ++exponent;
-  return sign | uint16_t(((exponent + 14) << 10) | (m & 0x3FF));
-}
 
 // Metadata and tensor infos go to one buffer; the tensor data streams after it.
 class Buffer {
@@ -76,15 +53,70 @@ uint64_t padded(uint64_t n) { return (n + kGgufAlignment - 1) / kGgufAlignment *
 
 }  // namespace
 
-GgufFloat gguf_float_by_name(const std::string& name) {
-  if (name == "f32") return GgufFloat::f32;
-  if (name == "f16") return GgufFloat::f16;
-  if (name == "bf16") return GgufFloat::bf16;
-  fail("--precision {}: expected f32, f16 or bf16", name);
+GgufType gguf_type_by_name(const std::string& name) {
+  if (name == "f32") return GgufType::f32;
+  if (name == "f16") return GgufType::f16;
+  if (name == "bf16") return GgufType::bf16;
+  if (name == "q8_0") return GgufType::q8_0;
+  fail("--precision {}: expected f32, f16, bf16 or q8_0", name);
 }
 
+namespace {
+
+uint32_t ggml_type(GgufType type) {
+  switch (type) {
+    case GgufType::f32: return kGgmlF32;
+    case GgufType::f16: return kGgmlF16;
+    case GgufType::bf16: return kGgmlBf16;
+    case GgufType::q8_0: return kGgmlQ8_0;
+  }
+  return kGgmlF32;
+}
+
+// llama.cpp's general.file_type: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_BF16.
+uint32_t file_type(GgufType type) {
+  switch (type) {
+    case GgufType::f32: return 0;
+    case GgufType::f16: return 1;
+    case GgufType::bf16: return 32;
+    case GgufType::q8_0: return 7;
+  }
+  return 0;
+}
+
+constexpr int64_t kQ8BlockBytes = 2 + ops::kQ8Block;  // fp16 scale, 32 int8
+
+uint64_t tensor_bytes(uint32_t type, int64_t numel) {
+  if (type == kGgmlQ8_0) return uint64_t(numel / ops::kQ8Block * kQ8BlockBytes);
+  return uint64_t(numel) * (type == kGgmlF32 ? 4 : 2);
+}
+
+// numel values as `type` into out (tensor_bytes of them).
+void encode(uint32_t type, const float* values, int64_t numel, const std::string& name, char* out) {
+  if (type == kGgmlQ8_0) {
+    for (int64_t b = 0; b < numel / ops::kQ8Block; ++b) {
+      char* block = out + b * kQ8BlockBytes;
+      int8_t q[ops::kQ8Block];
+      const uint16_t scale = ops::quantize_q8_block(values + b * ops::kQ8Block, ops::kQ8Block, q, name);
+      std::memcpy(block, &scale, 2);
+      std::memcpy(block + 2, q, ops::kQ8Block);
+    }
+    return;
+  }
+  for (int64_t k = 0; k < numel; ++k) {
+    if (type == kGgmlF32) {
+      std::memcpy(out + 4 * k, &values[k], 4);
+    } else {
+      const uint16_t h = type == kGgmlF16 ? float_to_f16(values[k]) : float_to_bf16(values[k]);
+      std::memcpy(out + 2 * k, &h, 2);
+    }
+  }
+}
+
+}  // namespace
+
 void write_gguf(const std::string& path, const ModelConfig& c, const float* w,
-                const ExportVocabulary& tokenizer, GgufFloat precision, const std::string& name) {
+                const ExportVocabulary& tokenizer, GgufType precision, const std::string& name) {
   if (c.family != "standard")
     fail("--to gguf: a {} model interleaves predict slots, which no runtime outside sps runs; "
          "only the standard family exports to GGUF",
@@ -114,7 +146,7 @@ void write_gguf(const std::string& path, const ModelConfig& c, const float* w,
   meta.kv_str("general.architecture", "llama");
   meta.kv_str("general.name", name);
   meta.kv_u32("general.alignment", kGgufAlignment);
-  meta.kv_u32("general.file_type", precision == GgufFloat::f32 ? 0 : precision == GgufFloat::f16 ? 1 : 32);
+  meta.kv_u32("general.file_type", file_type(precision));
   meta.kv_u32("llama.context_length", uint32_t(c.block_size));
   meta.kv_u32("llama.embedding_length", uint32_t(d));
   meta.kv_u32("llama.block_count", uint32_t(c.n_layer));
@@ -138,9 +170,10 @@ void write_gguf(const std::string& path, const ModelConfig& c, const float* w,
   uint64_t offset = 0;
   std::vector<uint32_t> types;
   for (const OutTensor& t : tensors) {
-    const uint32_t type = t.keep_f32 || precision == GgufFloat::f32 ? kGgmlF32
-                          : precision == GgufFloat::f16            ? kGgmlF16
-                                                                   : kGgmlBf16;
+    const uint32_t type = t.keep_f32 ? kGgmlF32 : ggml_type(precision);
+    if (type == kGgmlQ8_0 && t.shape.back() % ops::kQ8Block != 0)
+      fail("--precision q8_0: tensor {} has rows of {} values; Q8_0 needs a multiple of {}",
+           t.name, t.shape.back(), ops::kQ8Block);
     types.push_back(type);
     infos.str(t.name);
     infos.u32(uint32_t(t.shape.size()));
@@ -149,7 +182,7 @@ void write_gguf(const std::string& path, const ModelConfig& c, const float* w,
     infos.u64(offset);
     int64_t numel = 1;
     for (int64_t s : t.shape) numel *= s;
-    offset = padded(offset + uint64_t(numel) * (type == kGgmlF32 ? 4 : 2));
+    offset = padded(offset + tensor_bytes(type, numel));
   }
 
   Buffer header;
@@ -167,16 +200,8 @@ void write_gguf(const std::string& path, const ModelConfig& c, const float* w,
     const OutTensor& t = tensors[i];
     int64_t numel = 1;
     for (int64_t s : t.shape) numel *= s;
-    const size_t element = types[i] == kGgmlF32 ? 4 : 2;
-    staged.assign(padded(uint64_t(numel) * element), '\0');
-    for (int64_t k = 0; k < numel; ++k) {
-      if (types[i] == kGgmlF32) {
-        std::memcpy(staged.data() + 4 * k, &t.data[k], 4);
-      } else {
-        const uint16_t h = types[i] == kGgmlF16 ? float_to_f16(t.data[k]) : float_to_bf16(t.data[k]);
-        std::memcpy(staged.data() + 2 * k, &h, 2);
-      }
-    }
+    staged.assign(padded(tensor_bytes(types[i], numel)), '\0');
+    encode(types[i], t.data, numel, t.name, staged.data());
     out.write(staged.data(), staged.size());
   }
   out.commit();

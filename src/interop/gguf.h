@@ -18,10 +18,13 @@
 
 namespace sps {
 
-enum class GgufFloat { f32, f16, bf16 };
+// How the 2-D weights are stored (norms stay F32): F32, F16, BF16, or Q8_0 (blocks of 32 along
+// a row, an fp16 scale and 32 int8 each: ops::quantize_q8_block, the int8 weights of
+// `--weight-type int8`).
+enum class GgufType { f32, f16, bf16, q8_0 };
 
 // GGML tensor type ids (ggml.h) and GGUF metadata value types (gguf.h).
-enum : uint32_t { kGgmlF32 = 0, kGgmlF16 = 1, kGgmlBf16 = 30 };
+enum : uint32_t { kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ8_0 = 8, kGgmlBf16 = 30 };
 enum : uint32_t {
   kGgufU32 = 4, kGgufI32 = 5, kGgufF32 = 6, kGgufBool = 7, kGgufString = 8, kGgufArray = 9,
 };
@@ -29,8 +32,8 @@ constexpr uint32_t kGgufAlignment = 32;
 
 // Writes `path` atomically. `weights` in ParamTable order.
 void write_gguf(const std::string& path, const ModelConfig& config, const float* weights,
-                const ExportVocabulary& vocabulary, GgufFloat precision, const std::string& name);
+                const ExportVocabulary& vocabulary, GgufType precision, const std::string& name);
 
-GgufFloat gguf_float_by_name(const std::string& name);  // f32 | f16 | bf16
+GgufType gguf_type_by_name(const std::string& name);  // f32 | f16 | bf16 | q8_0
 
 }  // namespace sps

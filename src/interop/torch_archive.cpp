@@ -7,37 +7,10 @@
 #include <limits>
 
 #include "util/error.h"
+#include "util/float_formats.h"
 
 namespace sps {
 
-namespace {
-
-float bf16_to_float(uint16_t bits) {
-  const uint32_t wide = uint32_t{bits} << 16;
-  float out;
-  std::memcpy(&out, &wide, sizeof out);
-  return out;
-}
-
-float f16_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h >> 15) << 31, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(float(mantissa), -24);  // subnormal
-  } else if (exponent == 31) {
-    magnitude = mantissa ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    magnitude = std::ldexp(float(mantissa | 0x400), int(exponent) - 25);
-  }
-  uint32_t bits;
-  std::memcpy(&bits, &magnitude, sizeof bits);
-  bits |= sign;
-  float out;
-  std::memcpy(&out, &bits, sizeof out);
-  return out;
-}
-
-}  // namespace
 
 TorchArchive::TorchArchive(const std::string& path) : path_(path) {
   int code = 0;

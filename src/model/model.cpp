@@ -22,13 +22,13 @@ const ModelConfig& fitting(const ModelConfig& c, const ops::Memory& memory) {
 }  // namespace
 
 template <typename T>
-Model<T>::Model(const ModelConfig& config, const ops::Backend<T>& backend)
+Model<T>::Model(const ModelConfig& config, const ops::Backend<T>& backend, InitialWeights initial)
     : config_(fitting<T>(config, backend)),
       family_(family_by_name(config.family)),
       table_(config),
       backend_(backend) {
   weights_.reset(size_t(table_.total()));
-  backend_.fill(weights_.data(), table_.total(), T(0));
+  if (initial == InitialWeights::zero) backend_.fill(weights_.data(), table_.total(), T(0));
 }
 
 template <typename T>
@@ -39,29 +39,124 @@ void Model<T>::init_weights(uint64_t seed) {
 }
 
 template <typename T>
-void Model<T>::pack_for_inference() {
-  if (packed_) return;
+std::vector<typename Model<T>::PackedProjection> Model<T>::projections() const {
   const int64_t d = config_.hidden_size, F = config_.intermediate_size;
+  std::vector<PackedProjection> list;
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     const LayerParams& p = table_.layer(l);
-    T* W = weights_.data();
-    if (!backend_.pack_linear_weight(W + p.c_attn, d, 3 * d)) return;  // no packed layout
-    backend_.pack_linear_weight(W + p.c_proj, d, d);
-    backend_.pack_linear_weight(W + p.gate_up, d, 2 * F);
-    backend_.pack_linear_weight(W + p.down_proj, F, d);
+    list.push_back({p.c_attn, d, 3 * d, 0});
+    list.push_back({p.c_proj, d, d, 0});
+    list.push_back({p.gate_up, d, 2 * F, 0});
+    list.push_back({p.down_proj, F, d, 0});
   }
   // The tied table too: the LM head reads it as a projection, the embedding gathers from it.
-  backend_.pack_linear_weight(weights_.data() + table_.wte(), d, config_.vocab_size);
+  list.push_back({table_.wte(), d, config_.vocab_size, 0});
+  return list;
+}
+
+template <typename T>
+void Model<T>::pack_projections(ops::WeightType type, const WeightReader& read) {
+  std::vector<PackedProjection> list = projections();
+  int64_t bytes = 0;
+  for (PackedProjection& p : list) {
+    p.packed_at = bytes;
+    const int64_t size = backend_.packed_weight_bytes(type, p.in_dim, p.out_dim);
+    bytes += (size + 63) / 64 * 64;
+  }
+  backend_.require(bytes, fmt::format("the {} weights packed for inference",
+                                      ops::weight_type_name(type)));
+  packed_weights_.reset(size_t(bytes));
+  // A few panels at a time: their fp32 rows are all the memory the packing takes.
+  const int64_t panel = backend_.packed_panel_rows();
+  std::vector<T> rows;
+  for (const PackedProjection& p : list) {
+    const int64_t step = std::max<int64_t>(1, (int64_t(1) << 18) / (panel * p.in_dim)) * panel;
+    rows.resize(size_t(std::min(step, p.out_dim) * p.in_dim));
+    const auto entry = std::find_if(table_.entries().begin(), table_.entries().end(),
+                                    [&](const ParamEntry& e) { return e.offset == p.offset; });
+    const std::string what = entry->name;
+    for (int64_t first = 0; first < p.out_dim; first += step) {
+      const int64_t count = std::min(step, p.out_dim - first);
+      read(p.offset + first * p.in_dim, count * p.in_dim, rows.data());
+      backend_.pack_weight_rows(type, packed_weights_.data() + p.packed_at, rows.data(), first,
+                                count, p.in_dim, p.out_dim, what);
+    }
+  }
+  packed_projections_ = std::move(list);
+  weight_type_ = type;
   packed_ = true;
+}
+
+template <typename T>
+void Model<T>::pack_for_inference(ops::WeightType type) {
+  if (packed_) {
+    SPS_ASSERT(type == weight_type_);
+    return;
+  }
+  if (backend_.packed_panel_rows() == 0) {  // the rows stay, as the backend reads them
+    if (type != ops::WeightType::f32)
+      fail("--weight-type {}: the {} backend keeps f32 weights", ops::weight_type_name(type),
+           backend_.device().name());
+    return;
+  }
+  SPS_ASSERT(backend_.host_accessible());
+  T* flat = weights_.data();
+  pack_projections(type, [&](int64_t offset, int64_t count, T* out) {
+    std::copy(flat + offset, flat + offset + count, out);
+  });
+  for (const PackedProjection& p : packed_projections_)
+    release_memory_pages(flat + p.offset, size_t(p.in_dim * p.out_dim) * sizeof(T));
+}
+
+template <typename T>
+void Model<T>::load_for_inference(ops::WeightType type, const WeightReader& read) {
+  SPS_ASSERT(!packed_ && grads_.size() == 0);
+  const bool packs = backend_.packed_panel_rows() > 0;
+  if (!packs && type != ops::WeightType::f32)
+    fail("--weight-type {}: the {} backend keeps f32 weights", ops::weight_type_name(type),
+         backend_.device().name());
+  // Everything but the packed projections goes to the flat buffer, tensor by tensor.
+  std::vector<PackedProjection> packed_list = packs ? projections() : std::vector<PackedProjection>{};
+  auto packed_covers = [&](int64_t offset) {
+    for (const PackedProjection& p : packed_list)
+      if (offset >= p.offset && offset < p.offset + p.in_dim * p.out_dim) return true;
+    return false;
+  };
+  for (const ParamEntry& e : table_.entries()) {
+    if (packed_covers(e.offset)) continue;
+    ops::on_host(backend_, weights_.data() + e.offset, size_t(e.numel), ops::HostAccess::write,
+                 [&](T* values) { read(e.offset, e.numel, values); });
+  }
+  if (packs) pack_projections(type, read);
+}
+
+template <typename T>
+int64_t Model<T>::weight_bytes() const {
+  int64_t flat = table_.total();  // the tensors the flat buffer still holds
+  for (const PackedProjection& p : packed_projections_) flat -= p.in_dim * p.out_dim;
+  return int64_t(packed_weights_.size()) + flat * int64_t(sizeof(T));
+}
+
+template <typename T>
+const typename Model<T>::PackedProjection& Model<T>::packed_projection(int64_t offset) const {
+  for (const PackedProjection& p : packed_projections_)
+    if (p.offset == offset) return p;
+  SPS_ASSERT(!"not a packed projection");
+  return packed_projections_.front();
 }
 
 template <typename T>
 void Model<T>::block_linear(T* out, const T* in, int64_t offset, int64_t rows, int64_t in_dim,
                             int64_t out_dim, bool accumulate, bool few_rows) const {
+  if (packed_) {
+    const PackedProjection& p = packed_projection(offset);
+    SPS_ASSERT(p.in_dim == in_dim && p.out_dim == out_dim);
+    backend_.linear_packed_forward(out, in, packed_weights_.data() + p.packed_at, weight_type_,
+                                   rows, in_dim, out_dim, accumulate);
+    return;
+  }
   const T* weight = weights_.data() + offset;
-  if (packed_)
-    backend_.linear_packed_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
-  else if (few_rows)
+  if (few_rows)
     backend_.linear_decode_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
   else
     backend_.linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
@@ -69,12 +164,14 @@ void Model<T>::block_linear(T* out, const T* in, int64_t offset, int64_t rows, i
 
 template <typename T>
 void Model<T>::embed(T* out, const int32_t* tokens, int64_t n) const {
-  const T* table = weights_.data() + table_.wte();
   if (packed_)
-    backend_.embedding_packed_forward(out, tokens, table, n, config_.hidden_size,
-                                      config_.vocab_size);
+    backend_.embedding_packed_forward(out, tokens,
+                                      packed_weights_.data() +
+                                          packed_projection(table_.wte()).packed_at,
+                                      weight_type_, n, config_.hidden_size, config_.vocab_size);
   else
-    backend_.embedding_forward(out, tokens, table, n, config_.hidden_size);
+    backend_.embedding_forward(out, tokens, weights_.data() + table_.wte(), n,
+                               config_.hidden_size);
 }
 
 template <typename T>

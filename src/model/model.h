@@ -76,8 +76,13 @@ struct StepResult {
 template <typename T>
 class Model {
  public:
+  // The weights start zeroed, or with `unset` uninitialised (never touched, so no page of
+  // them is resident) for a caller that writes every tensor before use, e.g.
+  // load_for_inference.
+  enum class InitialWeights { zero, unset };
   explicit Model(const ModelConfig& config,
-                 const ops::Backend<T>& backend = ops::cpu_backend<T>());
+                 const ops::Backend<T>& backend = ops::cpu_backend<T>(),
+                 InitialWeights initial = InitialWeights::zero);
 
   const ModelConfig& config() const { return config_; }
   const Family& family() const { return family_; }
@@ -94,13 +99,23 @@ class Model {
   void zero_grads();
 
   // For a process that only runs forwards and decode steps (generate, eval, serve and their
-  // benchmarks): rewrites every block's projection weights in place into the backend's packed
-  // layout (ops::pack_linear_weight), whose kernel serves a decode step's few rows and a
-  // prefill's many at the speed the weights stream. A backend without one keeps the rows.
-  // weights() then no longer holds those tensors in the checkpoint's layout, and training
-  // (grads, forward_backward) is refused.
-  void pack_for_inference();
+  // benchmarks): packs every block's projection weights and the tied embedding table into
+  // the backend's packed layout (ops::pack_weight_rows) in `type`, whose kernel serves a
+  // decode step's few rows and a prefill's many at the speed the weights stream. The flat
+  // buffer's copies of those tensors are then released; weights() no longer holds them, and
+  // training (grads, forward_backward) is refused. A backend without a packed layout keeps
+  // the rows (f32 only: UserError for another type).
+  void pack_for_inference(ops::WeightType type = ops::WeightType::f32);
+  // The same straight from a weights file, for a model made with InitialWeights::unset:
+  // read(offset, count, out) writes `count` weights of the flat order from `offset` on (they
+  // may span tensors) into host memory. The projections are read and packed a few panels at
+  // a time, so their fp32 values never take more memory than a few panels.
+  using WeightReader = std::function<void(int64_t offset, int64_t count, T* out)>;
+  void load_for_inference(ops::WeightType type, const WeightReader& read);
   bool packed() const { return packed_; }
+  ops::WeightType weight_type() const { return weight_type_; }
+  // Bytes the weights take as this model holds them (packed projections in their type).
+  int64_t weight_bytes() const;
   // out[rows, out_dim] (+)= in · Wᵀ, W the projection at `offset` in params() (c_attn,
   // c_proj, gate_up, down_proj, or wte as the tied LM head) in whichever layout it is in;
   // `few_rows` (a decode step) takes ops::linear_decode_forward over BLAS for unpacked weights.
@@ -190,6 +205,16 @@ class Model {
   ActivationPlanKind planned_kind_ = ActivationPlanKind::inference;
   bool recompute_ = false;
   bool packed_ = false;
+  ops::WeightType weight_type_ = ops::WeightType::f32;
+  // The packed projections: each one's flat offset and its place in packed_weights_.
+  struct PackedProjection {
+    int64_t offset, in_dim, out_dim, packed_at;
+  };
+  std::vector<PackedProjection> projections() const;
+  void pack_projections(ops::WeightType type, const WeightReader& read);
+  const PackedProjection& packed_projection(int64_t offset) const;
+  std::vector<PackedProjection> packed_projections_;
+  ops::DeviceBuffer<uint8_t> packed_weights_{backend_};
   std::vector<LayerActs> layer_acts_;
   T *h_out_ = nullptr, *nf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *lse_head_ = nullptr,
     *nll_ = nullptr;

@@ -1,5 +1,6 @@
 #include "model/weights_io.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <vector>
@@ -39,17 +40,17 @@ void save_weights(const std::string& path, const ParamTable& table, const T* wei
 }
 
 template <typename T>
-void load_weights(const std::string& path, const ParamTable& table, T* weights) {
-  SafetensorsFile file(path);
+WeightsFileReader<T>::WeightsFileReader(const std::string& path, const ParamTable& table)
+    : file_(std::make_unique<SafetensorsFile>(path)), table_(table) {
   std::set<std::string> expected;
   for (const auto& e : table.entries()) expected.insert(e.name);
-  for (const auto& info : file.header().tensors) {
+  for (const auto& info : file_->header().tensors) {
     if (info.name == "lm_head.weight") continue;  // the tied head, if a writer stored it
     if (!expected.count(info.name))
       fail("{}: unexpected tensor '{}' (not a parameter of this model config)", path, info.name);
   }
   for (const auto& e : table.entries()) {
-    const TensorInfo* info = file.find(e.name);
+    const TensorInfo* info = file_->find(e.name);
     if (!info) fail("{}: missing tensor '{}'", path, e.name);
     if (info->shape != e.shape)
       fail("{}: tensor '{}' has shape {}, the config expects {}", path, e.name,
@@ -57,17 +58,46 @@ void load_weights(const std::string& path, const ParamTable& table, T* weights) 
     if (info->dtype != DType::F32 && info->dtype != DType::F64 && info->dtype != DType::BF16)
       fail("{}: tensor '{}' has dtype {}, expected F32, F64 or BF16", path, e.name,
            dtype_name(info->dtype));
-    T* values = weights + e.offset;
-    file.read_into(e.name, values);
-    for (int64_t k = 0; k < e.numel; ++k)
-      // A NaN or Inf weight would only show as NaN scores or garbage text much later (a
-      // finite F64 beyond float's range becomes Inf here too).
-      if (!std::isfinite(values[k]))
-        fail("{}: tensor '{}' holds a non-finite value ({}) at index {}", path, e.name,
-             values[k], k);
   }
 }
 
+template <typename T>
+WeightsFileReader<T>::~WeightsFileReader() = default;
+
+template <typename T>
+void WeightsFileReader<T>::read(int64_t offset, int64_t count, T* out) const {
+  for (const ParamEntry& e : table_.entries()) {
+    const int64_t first = std::max(offset, e.offset),
+                  last = std::min(offset + count, e.offset + e.numel);
+    if (first >= last) continue;
+    T* values = out + (first - offset);
+    file_->read_into(e.name, values, first - e.offset, last - first);
+    for (int64_t k = 0; k < last - first; ++k)
+      // A NaN or Inf weight would only show as NaN scores or garbage text much later (a
+      // finite F64 beyond float's range becomes Inf here too).
+      if (!std::isfinite(values[k]))
+        fail("{}: tensor '{}' holds a non-finite value ({}) at index {}", file_->path(), e.name,
+             values[k], first - e.offset + k);
+  }
+}
+
+template <typename T>
+void load_weights(const std::string& path, const ParamTable& table, T* weights) {
+  WeightsFileReader<T>(path, table).read(0, table.total(), weights);
+}
+
+template <typename T>
+void load_weights_for_inference(const std::string& path, Model<T>& model, ops::WeightType type) {
+  const WeightsFileReader<T> file(path, model.params());
+  model.load_for_inference(type, [&](int64_t offset, int64_t count, T* out) {
+    file.read(offset, count, out);
+  });
+}
+
+template void load_weights_for_inference<float>(const std::string&, Model<float>&,
+                                                ops::WeightType);
+template class WeightsFileReader<float>;
+template class WeightsFileReader<double>;
 template void save_weights<float>(const std::string&, const ParamTable&, const float*,
                                   const std::string&);
 template void save_weights<double>(const std::string&, const ParamTable&, const double*,

@@ -16,6 +16,7 @@
 
 #include "ops/device.h"
 #include "ops/ops.h"
+#include "util/error.h"
 #include "util/process_stats.h"
 
 namespace sps::ops {
@@ -165,13 +166,23 @@ class Backend : public Memory {
                                int64_t ld_in = 0, int64_t ld_dout = 0) const = 0;
   virtual void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows,
                                      int64_t in_dim, int64_t out_dim, bool accumulate) const = 0;
-  // Packs in place and returns true, or returns false (weight unchanged) where this backend
-  // has no packed layout; linear_packed_forward is only called on weights it packed.
-  virtual bool pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim) const = 0;
-  virtual void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows,
-                                     int64_t in_dim, int64_t out_dim, bool accumulate) const = 0;
-  virtual void embedding_packed_forward(T* out, const int32_t* tokens, const T* packed,
-                                        int64_t n, int64_t d, int64_t V) const = 0;
+  // The packed inference layout of ops.h (pack_weight_rows' rows are host memory, `packed`
+  // this backend's). A backend without one answers packed_panel_rows() == 0 and keeps its
+  // weights in rows; the other packed ops are then never called.
+  virtual int64_t packed_panel_rows() const { return 0; }
+  virtual int64_t packed_weight_bytes(WeightType, int64_t, int64_t) const { return 0; }
+  virtual void pack_weight_rows(WeightType, void*, const T*, int64_t, int64_t, int64_t, int64_t,
+                                const std::string&) const {
+    SPS_ASSERT(!"this backend packs no weights");
+  }
+  virtual void linear_packed_forward(T*, const T*, const void*, WeightType, int64_t, int64_t,
+                                     int64_t, bool) const {
+    SPS_ASSERT(!"this backend packs no weights");
+  }
+  virtual void embedding_packed_forward(T*, const int32_t*, const void*, WeightType, int64_t,
+                                        int64_t, int64_t) const {
+    SPS_ASSERT(!"this backend packs no weights");
+  }
 
   virtual void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
                                  int64_t d) const = 0;

@@ -4,6 +4,8 @@
 
 #include <charconv>
 
+#include "ops/cpu/cpu_common.h"
+#include "ops/cpu/linear_packed.h"
 #include "util/error.h"
 #if SPS_WITH_CUDA
 #include "ops/cuda/gpu_info.h"
@@ -54,6 +56,38 @@ std::string describe_cuda(const CudaStatus& s) {
                         s.gpus[i].major, s.gpus[i].minor, s.gpus[i].multiprocessors,
                         double(s.gpus[i].memory_bytes) / double(1 << 30));
   return text;
+}
+
+std::string describe_cpu_kernels() {
+  std::string sets;
+  const auto add = [&](bool present, const char* name) {
+    if (present) sets += sets.empty() ? name : std::string(", ") + name;
+  };
+#if defined(__x86_64__)
+  bool avx2 = false, fma = false, f16c = false, avx512 = false;
+#ifdef __AVX2__
+  avx2 = true;
+#endif
+#ifdef __FMA__
+  fma = true;
+#endif
+#ifdef __F16C__
+  f16c = true;
+#endif
+#ifdef __AVX512F__
+  avx512 = true;
+#endif
+  add(avx512, "AVX-512");
+  add(avx2, "AVX2");
+  add(fma, "FMA");
+  add(f16c, "F16C");
+#elif defined(__aarch64__)
+  add(true, "NEON");
+#endif
+  const PackedLinearKernels<float>& packed = packed_linear<float>();
+  return fmt::format("cpu kernels: {}-byte vectors{}; packed linear: {} build, {}-byte vectors",
+                     cpu::kVecBytes, sets.empty() ? "" : " (" + sets + ")", packed.variant,
+                     packed.vector_bytes);
 }
 
 void require_usable_device(const Device& device, const std::string& what) {

@@ -42,6 +42,11 @@ CudaStatus cuda_status();
 // One line for `sps --version`.
 std::string describe_cuda(const CudaStatus& status);
 
+// What the CPU backend's own kernels (attention, packed and decode linears, the elementwise
+// ops) were compiled for, their vector width and instruction sets, and which build of the
+// packed linear runs on this CPU (ops/cpu/linear_packed.h), for `sps --version`.
+std::string describe_cpu_kernels();
+
 // Returns when this build and machine can use `device`; otherwise a UserError naming `what`
 // that says why: CUDA not built, no usable GPU, or an index out of range.
 void require_usable_device(const Device& device, const std::string& what);

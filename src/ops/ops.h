@@ -8,7 +8,10 @@
 // Gradients of parameters are always accumulated (+=), so a step's micro-batches add up.
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "ops/weight_type.h"
 
 namespace sps::ops {
 
@@ -265,20 +268,32 @@ void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows, i
                            int64_t out_dim, bool accumulate);
 
 // ---- linear over weights packed for inference -------------------------------------------
-// pack_linear_weight rewrites weight [out_dim, in_dim] in place into the layout
-// linear_packed_forward reads (column panels of a few vectors' width, [panel][in_dim][width]);
-// linear_packed_forward computes out[rows, out_dim] (+)= in[rows, in_dim] · weightᵀ, dense
-// rows, the contract of linear_forward, for any number of rows. Each output is one chain of
-// fused multiply-adds along in_dim, so a row's result does not depend on the other rows.
+// A weight [out_dim, in_dim] packed into column panels of packed_panel_rows() output rows,
+// [panel][in_dim][width], in a weight type (weight_type.h; int8 panels hold their blocks'
+// scales too), is what linear_packed_forward multiplies: out[rows, out_dim] (+)= in[rows,
+// in_dim] · weightᵀ, dense rows, the contract of linear_forward, for any number of rows. Each
+// output is one chain of fused multiply-adds along in_dim over the widened weights, so a row's
+// result does not depend on the other rows, and a bf16 or int8 result equals the f32 layout's
+// result for the rounded (dequantized) weights.
 template <typename T>
-void pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim);
+int64_t packed_panel_rows();
+// Bytes of the packed layout of one weight.
 template <typename T>
-void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows, int64_t in_dim,
-                           int64_t out_dim, bool accumulate);
-// out[n, d] = row tokens[i] of a table [V, d] packed by pack_linear_weight (in_dim d,
-// out_dim V): the embedding of the tied table that also serves as a packed LM head.
+int64_t packed_weight_bytes(WeightType type, int64_t in_dim, int64_t out_dim);
+// Packs weight rows [first_row, first_row + row_count), given dense in rows[row_count, in_dim],
+// into `packed` (packed_weight_bytes of the whole weight): first_row a multiple of
+// packed_panel_rows(), row_count too unless the rows end the weight. A weight can so be packed
+// a few panels at a time, straight from a file. int8 errors name `what`.
 template <typename T>
-void embedding_packed_forward(T* out, const int32_t* tokens, const T* packed, int64_t n,
-                              int64_t d, int64_t V);
+void pack_weight_rows(WeightType type, void* packed, const T* rows, int64_t first_row,
+                      int64_t row_count, int64_t in_dim, int64_t out_dim, const std::string& what);
+template <typename T>
+void linear_packed_forward(T* out, const T* in, const void* packed, WeightType type, int64_t rows,
+                           int64_t in_dim, int64_t out_dim, bool accumulate);
+// out[n, d] = row tokens[i] of a table [V, d] packed as a weight (in_dim d, out_dim V),
+// widened: the embedding of the tied table that also serves as a packed LM head.
+template <typename T>
+void embedding_packed_forward(T* out, const int32_t* tokens, const void* packed, WeightType type,
+                              int64_t n, int64_t d, int64_t V);
 
 }  // namespace sps::ops

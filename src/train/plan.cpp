@@ -6,6 +6,7 @@
 #include "model/family.h"
 #include "model/flops.h"
 #include "model/model.h"
+#include "train/batch_documents.h"
 
 namespace sps {
 
@@ -118,6 +119,7 @@ std::string describe_train_plan(const TrainConfig& config, const TrainPlan& p) {
     line(bytes < 0 ? fmt::format("data {:<8} {} (not found)", name, path)
                    : fmt::format("data {:<8} {} ({} tokens)", name, path, human(double(bytes / element))));
   }
+  s += planned_documents_per_batch(config, p.ranks);
   line(fmt::format("run folder    {}", config.system.out_dir));
   return s;
 }

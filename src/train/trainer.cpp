@@ -15,6 +15,7 @@
 #include "data/sampler.h"
 #include "data/token_file.h"
 #include "ops/backend.h"
+#include "train/batch_documents.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_policy.h"
 #include "train/metrics_file.h"
@@ -193,6 +194,24 @@ std::string run_header(const TrainConfig& config, const Model<float>& model, con
       double(plan.parameters) / 1e6, config.total_steps(), config.tokens_per_step(),
       config.training.micro_batch_size, accumulation, ranks, ranks == 1 ? "" : "es",
       omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s");
+}
+
+// How many documents a global batch spans: said at the start, recorded in the metrics when
+// the run starts, and a warning on stderr when they are few (rank 0).
+void report_documents_per_batch(const TrainConfig& config, const TrainingData& data, int ranks,
+                                bool resumed, Console& console, MetricsFile& metrics) {
+  const double documents =
+      mean_documents_per_batch(data.train_file, config.model.eos_token_id, config, ranks);
+  if (!resumed) {
+    nlohmann::ordered_json record;
+    record["step"] = 0;
+    record["tokens"] = 0;
+    record["documents_per_batch"] = documents;
+    metrics.write(record);
+  }
+  console.say("documents: " + describe_documents_per_batch(documents, config));
+  const std::string warning = few_documents_warning(documents);
+  if (!warning.empty()) std::fprintf(stderr, "sps: warning: %s\n", warning.c_str());
 }
 
 // A resumed run that had already reached training.max_tokens: nothing to train.
@@ -488,10 +507,16 @@ TrainSummary train(const TrainConfig& config, Collective& collective, const Trai
 
   std::optional<WriterLock> lock;  // one trainer per run folder, for the whole run
   std::string resumed_from;        // the checkpoint rank 0 continues from
+  bool branched = false;           // started from options.init_from
   if (leader) {
-    resumed_from = claim_run_folder(run_dir, options.resume, lock);
+    resumed_from = claim_run_folder(run_dir, options.resume || !options.init_from.empty(), lock);
+    if (resumed_from.empty() && !options.init_from.empty()) {
+      resumed_from = options.init_from;
+      branched = true;
+    }
     if (!resumed_from.empty())
       read_checkpoint_into(resumed_from, config, ranks, model, optimizer, state);
+    if (branched) state.metrics_bytes = 0;  // the other run's metrics stay in its folder
   }
   const bool resumed = agree_on_resume(collective, !resumed_from.empty());
   if (resumed)
@@ -507,6 +532,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective, const Trai
   }
 
   console.say(run_header(config, model, plan, accumulation, ranks));
+  if (leader) report_documents_per_batch(config, data, ranks, resumed, console, metrics);
   if (resumed && state.step >= config.total_steps()) return nothing_to_do(console, run_dir, state);
   if (resumed) {
     report_resume(console, resumed_from, state, leader);

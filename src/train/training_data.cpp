@@ -55,21 +55,6 @@ IdRange checked_id_range(const TrainConfig& config, const DatasetMeta& meta,
   return ids;
 }
 
-// This rank's share of the training windows, in the order training.sampler_type gives.
-SamplerConfig training_sampler_config(const TrainConfig& config, int rank, int ranks) {
-  const auto& tc = config.training;
-  SamplerConfig sampler_config;
-  sampler_config.type =
-      sampler_type_from_name(tc.sampler_type, config.source + ": training.sampler_type");
-  sampler_config.block_size = config.model.block_size;
-  sampler_config.chunk_size_units = tc.chunk_size_units;
-  sampler_config.shuffle_seed = uint64_t(tc.chunk_shuffle_seed);
-  sampler_config.start_offset = tc.sampler_start_offset;
-  sampler_config.rank = rank;
-  sampler_config.ranks = ranks;
-  return sampler_config;
-}
-
 // The validation file, its ids and its length checked, and its windows.
 ValidationSet open_validation_set(const TrainConfig& config, TokenDType dtype,
                                   const DatasetMeta& meta, const IdRange& ids) {
@@ -86,6 +71,20 @@ ValidationSet open_validation_set(const TrainConfig& config, TokenDType dtype,
 }
 
 }  // namespace
+
+SamplerConfig training_sampler_config(const TrainConfig& config, int rank, int ranks) {
+  const auto& tc = config.training;
+  SamplerConfig sampler_config;
+  sampler_config.type =
+      sampler_type_from_name(tc.sampler_type, config.source + ": training.sampler_type");
+  sampler_config.block_size = config.model.block_size;
+  sampler_config.chunk_size_units = tc.chunk_size_units;
+  sampler_config.shuffle_seed = uint64_t(tc.chunk_shuffle_seed);
+  sampler_config.start_offset = tc.sampler_start_offset;
+  sampler_config.rank = rank;
+  sampler_config.ranks = ranks;
+  return sampler_config;
+}
 
 TrainingData::TrainingData(const TrainConfig& config, int rank, int ranks, bool with_validation)
     : meta(read_dataset_meta(dataset_folder(config))), dtype(checked_token_dtype(config, meta)),

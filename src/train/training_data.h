@@ -22,6 +22,10 @@ struct IdRange {
   std::string vocabulary;  // names the range in the error about an id beyond it
 };
 
+// Rank `rank` of `ranks`'s share of the training windows, in the order training.sampler_type
+// gives.
+SamplerConfig training_sampler_config(const TrainConfig& config, int rank, int ranks);
+
 // The validation file and its fixed windows (validation_windows in trainer.h).
 struct ValidationSet {
   std::unique_ptr<TokenFile> file;

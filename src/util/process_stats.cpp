@@ -1,5 +1,6 @@
 #include "util/process_stats.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -76,6 +77,13 @@ void require_memory(__int128 bytes, const std::string& what, int64_t available,
   if (available >= 0 && bytes > available)
     fail("{}: needs {} but {} of memory is available{}", what, gib(double(bytes)),
          gib(double(available)), where.empty() ? "" : " on " + where);
+}
+
+void release_memory_pages(void* data, size_t bytes) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t from = (uintptr_t(data) + page - 1) / page * page;
+  const uintptr_t to = (uintptr_t(data) + bytes) / page * page;
+  if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
 }  // namespace sps

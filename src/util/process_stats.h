@@ -33,4 +33,8 @@ int64_t available_memory_bytes();
 void require_memory(__int128 bytes, const std::string& what,
                     int64_t available = available_memory_bytes(), const std::string& where = "");
 
+// Gives the whole pages inside [data, data + bytes) of private anonymous memory back to the
+// system: resident memory drops, and their contents read as zeros afterwards.
+void release_memory_pages(void* data, size_t bytes);
+
 }  // namespace sps

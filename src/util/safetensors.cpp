@@ -16,6 +16,7 @@
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/float_formats.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; a big-endian host needs byte swaps");
@@ -288,21 +289,6 @@ uint64_t read_u64_le(const uint8_t* p) {
   return v;
 }
 
-double half_to_double(uint16_t h) {
-  int exponent = (h >> 10) & 0x1F;
-  int mantissa = h & 0x3FF;
-  double magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<double>(mantissa), -24);  // zero and subnormals
-  } else if (exponent == 31) {
-    magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN()
-                         : std::numeric_limits<double>::infinity();
-  } else {
-    magnitude = std::ldexp(static_cast<double>(mantissa | 0x400), exponent - 25);
-  }
-  return (h & 0x8000) ? -magnitude : magnitude;
-}
-
 template <typename Source, typename Out>
 void convert(const uint8_t* src, size_t n, Out* dst) {
   for (size_t i = 0; i < n; ++i) {
@@ -327,14 +313,14 @@ void convert_elements(DType dtype, const uint8_t* src, size_t n, Out* dst) {
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = static_cast<Out>(std::bit_cast<float>(static_cast<uint32_t>(h) << 16));
+        dst[i] = static_cast<Out>(bf16_to_float(h));
       }
       break;
     case DType::F16:
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = static_cast<Out>(half_to_double(h));
+        dst[i] = static_cast<Out>(f16_to_float(h));
       }
       break;
   }
@@ -506,11 +492,14 @@ const void* SafetensorsFile::data(const TensorInfo& info) const {
 }
 
 template <typename Out>
-void SafetensorsFile::read_into(const std::string& name, Out* out) const {
+void SafetensorsFile::read_into(const std::string& name, Out* out, int64_t first,
+                                int64_t count) const {
   const TensorInfo* info = find(name);
   if (!info) fail("{}: no tensor named '{}'", path_, printable(name));
-  const size_t n = static_cast<size_t>(info->numel()), width = dtype_size(info->dtype);
-  const uint8_t* src = static_cast<const uint8_t*>(data(*info));
+  if (count < 0) count = info->numel() - first;
+  SPS_ASSERT(first >= 0 && first + count <= info->numel());
+  const size_t n = static_cast<size_t>(count), width = dtype_size(info->dtype);
+  const uint8_t* src = static_cast<const uint8_t*>(data(*info)) + size_t(first) * width;
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
   constexpr size_t kChunk = size_t(1) << 20;  // elements
   for (size_t first = 0; first < n; first += kChunk) {
@@ -525,8 +514,10 @@ void SafetensorsFile::read_into(const std::string& name, Out* out) const {
   }
 }
 
-template void SafetensorsFile::read_into<float>(const std::string&, float*) const;
-template void SafetensorsFile::read_into<double>(const std::string&, double*) const;
+template void SafetensorsFile::read_into<float>(const std::string&, float*, int64_t,
+                                                int64_t) const;
+template void SafetensorsFile::read_into<double>(const std::string&, double*, int64_t,
+                                                 int64_t) const;
 
 std::vector<double> SafetensorsFile::read_as_double(const std::string& name) const {
   const TensorInfo* info = find(name);

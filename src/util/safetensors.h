@@ -50,9 +50,10 @@ class SafetensorsFile {
   const TensorInfo* find(const std::string& name) const;  // null when absent
   const void* data(const TensorInfo& info) const;
   // Copies a tensor converted to Out (float or double) from F32, F64, BF16, F16, I64, I32, U16
-  // or U8 into out[numel], releasing the file's pages as it goes.
+  // or U8 into out[numel], releasing the file's pages as it goes; or only its elements
+  // [first, first + count) of the flat order.
   template <typename Out>
-  void read_into(const std::string& name, Out* out) const;
+  void read_into(const std::string& name, Out* out, int64_t first = 0, int64_t count = -1) const;
   std::vector<double> read_as_double(const std::string& name) const;
 
  private:

@@ -16,7 +16,7 @@ TEST(SpsCli, VersionNamesTheRevisionBuildAndLibraries) {
   std::string out;
   ASSERT_EQ(run_command(kSps + " --version", &out), 0);
   EXPECT_EQ(out.rfind("sps 0.", 0), 0u) << out;
-  for (const char* line : {"\nrevision ", "\nbuild ", "\nblas OpenBLAS ", "\ncuda "})
+  for (const char* line : {"\nrevision ", "\nbuild ", "\nblas OpenBLAS ", "\ncpu kernels: ", "\ncuda "})
     EXPECT_NE(out.find(line), std::string::npos) << line << " missing in:\n" << out;
   // Built from a git checkout, the revision is the HEAD the binary was built at.
   std::string head;

@@ -108,6 +108,8 @@ TEST(ExperimentCli, SmokeMatrixRunsReportsAndResumesOnlyUnfinishedRuns) {
     EXPECT_TRUE(fs::exists(dir / "bench.json") && fs::exists(dir / "bench.log")) << name;
     EXPECT_TRUE(fs::exists(dir / "train" / "checkpoints" / "final")) << name;
     EXPECT_TRUE(fs::exists(dir / "train.log") && fs::exists(dir / "eval.log")) << name;
+    EXPECT_TRUE(fs::exists(dir / "decay_4096" / "checkpoints" / "final")) << name;
+    EXPECT_TRUE(fs::exists(dir / "decay_4096.log")) << name;
   }
   EXPECT_EQ(read_whole_file((out / "matrix.yaml").string()),
             read_whole_file(kSource + "/experiments/smoke.yaml"));
@@ -117,6 +119,10 @@ TEST(ExperimentCli, SmokeMatrixRunsReportsAndResumesOnlyUnfinishedRuns) {
   ASSERT_EQ(run(home.experiment("report --no-figures " + out.string()), &log), 0) << log;
   EXPECT_TRUE(fs::exists(out / "results.md"));
   EXPECT_TRUE(fs::exists(out / "results.json"));
+  const json results = read_json(out / "results.json");
+  ASSERT_EQ(results["trends"].size(), 1u) << results.dump(1);
+  ASSERT_EQ(results["trends"][0]["decayed"].size(), 1u) << results.dump(1);
+  EXPECT_EQ(results["trends"][0]["decayed"][0]["tokens"], 4096 + 1024);
 
   // Interrupted while evaluating the second run: status back, its eval.json gone.
   const fs::path first = out / "runs" / names[0], second = out / "runs" / names[1];
@@ -152,6 +158,7 @@ TEST(ExperimentCli, SigtermMidRunLeavesItResumable) {
   replace("windows: [8]\n", "");
   replace("seeds: [1, 2]", "seeds: [1]");
   replace("tokens: [4096]", "tokens: [131072]");
+  replace("decay: {from: [4096], fraction: 0.25, min_lr: 0.0002}\n", "");
   const std::string matrix_path = home.dir.file("long.yaml");
   write_whole_file(matrix_path, matrix);
   const fs::path out = home.dir.path() / "long";

@@ -109,15 +109,64 @@ TEST(Matrix, BadMatricesNameTheKey) {
   }
 }
 
+// tiny: 4096 tokens per step. A run of 3 × 1048576 tokens with named checkpoints every
+// 1048576: branches from 1M (a named checkpoint) and 3M (the run's end, `final`).
+TEST(Matrix, DecayBranchesGetTheirLengthAndSchedule) {
+  const auto runs = expand("recipe: ../configs/experiments/tiny_standard.yaml\nscales: [tiny]\n"
+                           "families: [standard]\nseeds: [1]\ntokens: [3145728]\n"
+                           "overrides: [training.save_every=1048576]\n"
+                           "decay: {from: [1048576, 3145728], fraction: 0.1, min_lr: 0.0002}\n");
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_EQ(runs[0].branches.size(), 2u);
+  // 0.1 × 1048576 = 104857.6 tokens: 26 steps of 4096 rounded up = 106496.
+  const PlannedBranch& first = runs[0].branches[0];
+  EXPECT_EQ(first.from, 1048576);
+  EXPECT_EQ(first.tokens, 1048576 + 106496);
+  std::vector<std::string> expected = runs[0].overrides;
+  for (const char* o : {"training.max_tokens=1155072", "scheduler.decay_lr=true",
+                        "scheduler.lr_decay_tokens=106496", "scheduler.min_lr=0.0002"})
+    expected.push_back(o);
+  EXPECT_EQ(first.overrides, expected);
+  // 0.1 × 3145728 = 314572.8: 77 steps = 315392.
+  EXPECT_EQ(runs[0].branches[1].tokens, 3145728 + 315392);
+  const TrainConfig config = load_train_config(kTinyRecipe, runs[0].branches[1].overrides);
+  EXPECT_EQ(config.training.max_tokens, 3145728 + 315392);
+  EXPECT_EQ(config.decay_start_tokens(), 3145728);
+  EXPECT_DOUBLE_EQ(config.scheduler.min_lr, 0.0002);
+  EXPECT_TRUE(expand("recipe: ../configs/experiments/tiny_standard.yaml\nscales: [tiny]\n"
+                     "families: [standard]\nseeds: [1]\n")[0]
+                  .branches.empty());
+}
+
+TEST(Matrix, DecayBranchesNeedACheckpointToStartFrom) {
+  const std::string head = "recipe: ../configs/experiments/tiny_standard.yaml\nscales: [tiny]\n"
+                           "families: [standard]\nseeds: [1]\ntokens: [3145728]\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // The recipe's named checkpoints come every 1048576 tokens: none at 2M + 4096.
+      {head + "decay: {from: [2101248], fraction: 0.1, min_lr: 0.0002}\n",
+       "decay.from: run tiny_standard_seed1 has no checkpoint at 2101248 tokens"},
+      {head + "decay: {from: [4194304], fraction: 0.1, min_lr: 0.0002}\n", "at most the run's"},
+      {head + "decay: {from: [1048576], fraction: 0, min_lr: 0.0002}\n", "decay.fraction"},
+      {head + "decay: {from: [1048576], fraction: 0.1}\n", "decay.min_lr: missing"},
+      {head + "decay: {from: [1048576], fraction: 0.1, min_lr: 0.1, to: 3}\n", "to"},
+      {head + "decay: [1048576]\n", "decay: expected a mapping"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    const std::string error = error_of(yaml);
+    EXPECT_NE(error.find(expected), std::string::npos) << yaml << "\n→ " << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+}
+
 struct Shipped {
   const char* file;
   size_t runs;
 };
 
 TEST(Matrix, ShippedMatricesExpandAndValidate) {
-  const std::vector<Shipped> shipped = {{"smoke.yaml", 4},          {"tiny_families.yaml", 15},
-                                        {"crossover.yaml", 2},      {"paper_main.yaml", 25},
-                                        {"paper_window_ablation.yaml", 13}, {"paper_seeds.yaml", 12}};
+  const std::vector<Shipped> shipped = {
+      {"smoke.yaml", 4},       {"tiny_families.yaml", 15},         {"crossover.yaml", 4},
+      {"paper_main.yaml", 25}, {"paper_window_ablation.yaml", 13}, {"paper_seeds.yaml", 12}};
   for (const auto& s : shipped) {
     const ExperimentMatrix m = load_matrix(kSource + "/experiments/" + s.file);
     EXPECT_EQ(expand_matrix(m).size(), s.runs) << s.file;

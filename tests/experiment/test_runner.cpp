@@ -54,6 +54,30 @@ TEST(Runner, CommandsTrainEvaluateAndBenchTheFinalCheckpoint) {
   EXPECT_TRUE(run_commands(two_run_matrix(), runs[1], options, false).bench.empty());
 }
 
+TEST(Runner, DecayBranchesStartFromTheRunsCheckpoints) {
+  const ExperimentMatrix m =
+      two_run_matrix("overrides: [training.save_every=524288]\n"
+                     "decay: {from: [524288, 1048576], fraction: 0.1, min_lr: 0.0002}\n");
+  const auto runs = expand_matrix(m);
+  RunnerOptions options;
+  options.out_dir = "out";
+  options.binary = "/bin/sps";
+  const RunCommands c = run_commands(m, runs[0], options, false);
+  ASSERT_EQ(c.branches.size(), 2u);
+  const std::string run = "out/runs/tiny_sps_w8_seed1";
+  std::vector<std::string> expected = {"/bin/sps", "train", "--config", runs[0].recipe};
+  expected.insert(expected.end(), runs[0].branches[0].overrides.begin(),
+                  runs[0].branches[0].overrides.end());
+  for (const std::string a : {"system.out_dir=" + run + "/decay_524288", std::string("--init-from"),
+                              run + "/train/checkpoints/tokens_000000524288"})
+    expected.push_back(a);
+  EXPECT_EQ(c.branches[0], expected);
+  // At the run's end the branch starts from `final`.
+  EXPECT_EQ(c.branches[1].back(), run + "/train/checkpoints/final");
+  EXPECT_TRUE(contains(c.branches[1], "system.out_dir=" + run + "/decay_1048576"));
+  EXPECT_NE(describe_dry_run(m, runs, options).find("--init-from"), std::string::npos);
+}
+
 TEST(Runner, DryRunListsEveryRunAndItsCommands) {
   const ExperimentMatrix m = two_run_matrix();
   RunnerOptions options;

@@ -69,13 +69,21 @@ struct Fixture {
   std::string base() const {
     return "--checkpoint " + quote(checkpoint) + " --tokenizer " + quote(tokenizer);
   }
-  // What the library generates (greedy, EOS forbidden) for a prompt.
-  std::string library(const std::string& prompt, int64_t n) {
+  // What the library generates (greedy, EOS forbidden) for a prompt, with the weights held
+  // as they are or packed in a weight type.
+  std::string library(const std::string& prompt, int64_t n) { return library(prompt, n, *model); }
+  std::string library(const std::string& prompt, int64_t n, ops::WeightType type) {
+    Model<float> packed(config);
+    std::copy_n(model->weights(), model->params().total(), packed.weights());
+    packed.pack_for_inference(type);
+    return library(prompt, n, packed);
+  }
+  std::string library(const std::string& prompt, int64_t n, Model<float>& m) {
     GenerationOptions o;
     o.max_new_tokens = n;
     o.sampling.allowed_ids = byte_level_tokenizer().vocab_size();
     o.sampling.forbidden = {config.eos_token_id};
-    Generator g(*model, &byte_level_tokenizer(), o);
+    Generator g(m, &byte_level_tokenizer(), o);
     return g.generate_text({prompt})[0].text;
   }
 };
@@ -96,6 +104,20 @@ TEST(GenerateCli, StreamsWhatTheLibraryGenerates) {
                                  "--top-k 1 --seed 4",
                              f.dir);
   EXPECT_EQ(split.out, run.out) << split.err;
+}
+
+// --weight-type bf16 | int8: the text the library generates with the weights held that way.
+TEST(GenerateCli, WeightTypesGenerateWhatTheLibraryDoesWithThem) {
+  Fixture f;
+  for (const ops::WeightType type : {ops::WeightType::bf16, ops::WeightType::int8}) {
+    const std::string name = ops::weight_type_name(type);
+    const CliRun run = generate(f.base() + " --prompt hello --max-new-tokens 12 --forbid 256 --weight-type " + name, f.dir);
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(run.out, f.library("hello", 12, type) + "\n") << name;
+  }
+  const CliRun bad = generate(f.base() + " --prompt hello --weight-type fp8", f.dir);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "sps: --weight-type: 'fp8' is not a weight type; expected f32, bf16 or int8\n");
 }
 
 TEST(GenerateCli, SeededSamplingRepeatsAndEmptyPromptStartsADocument) {
@@ -236,6 +258,16 @@ TEST(BenchGenerateCli, CheckpointFoldersAsEveryCommandTakesThem) {
   const auto& bw = j.at("copy_bandwidth_before_after");
   EXPECT_EQ(j.at("copy_bandwidth_bytes_per_second").get<double>(),
             std::max(bw.at(0).get<double>(), bw.at(1).get<double>()));
+  // Each weight type given runs the checkpoint once, labelled with the type.
+  EXPECT_EQ(run_command(bench + quote(f.checkpoint) + " --weight-type f32,bf16,int8 2>/dev/null", &out), 0)
+      << out;
+  std::istringstream lines(out);
+  std::vector<std::string> models;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] == '{') models.push_back(nlohmann::json::parse(line).at("model"));
+  ASSERT_EQ(models.size(), 3u) << out;
+  EXPECT_NE(models[1].find("bf16"), std::string::npos) << models[1];
+  EXPECT_NE(models[2].find("int8"), std::string::npos) << models[2];
   fs::create_directories(f.dir.file("empty"));
   EXPECT_EQ(run_command(bench + quote(f.dir.file("empty")) + " 2>&1", &out), 2);
   EXPECT_NE(out.find("neither a checkpoint folder (model.safetensors) nor a run folder"), std::string::npos) << out;

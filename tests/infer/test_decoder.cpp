@@ -14,6 +14,7 @@
 #include "model/decoder.h"
 #include "model/model_fixtures.h"
 #include "util/alloc_counter.h"
+#include "util/float_formats.h"
 
 namespace sps::testing {
 namespace {
@@ -95,26 +96,63 @@ TEST_P(DecoderEqualsForward, LongExtends) {
   }
 }
 
-// Weights packed for inference (Model::pack_for_inference): the forward's logits are the row
-// layout's, and cached generation equals the forward with both on the packed weights.
+// The projections of `model` (and the tied table) as the weight type stores them: bf16-rounded
+// or Q8_0-dequantized, through the library's conversions (tests/ops checks those against
+// independent references).
+void round_projections(Model<float>& model, ops::WeightType type) {
+  if (type == ops::WeightType::f32) return;
+  const ModelConfig& c = model.config();
+  const int64_t d = c.hidden_size, F = c.intermediate_size;
+  struct Weight {
+    int64_t offset, in_dim, out_dim;
+  };
+  std::vector<Weight> weights = {{model.params().wte(), d, c.vocab_size}};
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerParams& p = model.params().layer(l);
+    weights.insert(weights.end(),
+                   {{p.c_attn, d, 3 * d}, {p.c_proj, d, d}, {p.gate_up, d, 2 * F}, {p.down_proj, F, d}});
+  }
+  for (const Weight& weight : weights)
+    for (int64_t r = 0; r < weight.out_dim; ++r)
+      for (int64_t k0 = 0; k0 < weight.in_dim; k0 += ops::kQ8Block) {
+        float* x = model.weights() + weight.offset + r * weight.in_dim + k0;
+        const int64_t m = std::min(ops::kQ8Block, weight.in_dim - k0);
+        if (type == ops::WeightType::bf16) {
+          for (int64_t i = 0; i < m; ++i) x[i] = round_to_bf16(x[i]);
+        } else {
+          int8_t q[ops::kQ8Block];
+          const float scale = f16_to_float(ops::quantize_q8_block(x, m, q, "test"));
+          for (int64_t i = 0; i < m; ++i) x[i] = float(q[i]) * scale;
+        }
+      }
+}
+
+// Weights packed for inference in each weight type (Model::pack_for_inference): the forward's
+// logits are those of the row layout on the rounded weights, and cached generation equals
+// the forward with both on the packed weights.
 TEST_P(DecoderEqualsForward, PackedWeights) {
   const Case& p = GetParam();
   const ModelConfig c = micro_config(p.family, p.window, p.omega);
-  Model<float> rows_model(c), model(c);
-  randomize_weights(rows_model, 8);
-  randomize_weights(model, 8);
-  model.pack_for_inference();
-  ASSERT_TRUE(model.packed());
-  const int64_t n = c.block_size, V = c.vocab_size;
-  const auto x = random_tokens(1, n, c, 19, {2, 7});
-  std::vector<double> row_logits(n * V), packed_logits(n * V);
-  rows_model.forward(x.data(), x.data(), 1, n, {nullptr, row_logits.data()});
-  model.forward(x.data(), x.data(), 1, n, {nullptr, packed_logits.data()});
-  EXPECT_LT(max_relative_error(packed_logits.data(), row_logits.data(), n * V), 1e-4);
-  check_against_forward(model, {x}, {5});
-  check_against_forward(model, {x}, {3}, 0, 5);
-  const auto b = random_tokens(1, 10, c, 32, {1});
-  check_against_forward(model, {x, b}, {6, 2});
+  for (const ops::WeightType type :
+       {ops::WeightType::f32, ops::WeightType::bf16, ops::WeightType::int8}) {
+    SCOPED_TRACE(ops::weight_type_name(type));
+    Model<float> rows_model(c), model(c);
+    randomize_weights(rows_model, 8);
+    round_projections(rows_model, type);
+    randomize_weights(model, 8);
+    model.pack_for_inference(type);
+    ASSERT_TRUE(model.packed());
+    const int64_t n = c.block_size, V = c.vocab_size;
+    const auto x = random_tokens(1, n, c, 19, {2, 7});
+    std::vector<double> row_logits(n * V), packed_logits(n * V);
+    rows_model.forward(x.data(), x.data(), 1, n, {nullptr, row_logits.data()});
+    model.forward(x.data(), x.data(), 1, n, {nullptr, packed_logits.data()});
+    EXPECT_LT(max_relative_error(packed_logits.data(), row_logits.data(), n * V), 1e-4);
+    check_against_forward(model, {x}, {5});
+    check_against_forward(model, {x}, {3}, 0, 5);
+    const auto b = random_tokens(1, 10, c, 32, {1});
+    check_against_forward(model, {x, b}, {6, 2});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderEqualsForward, ::testing::ValuesIn(all_cases()), case_name);

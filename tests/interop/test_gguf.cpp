@@ -8,11 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <variant>
 
+#include "float_reference.h"
 #include "interop/gguf.h"
 #include "interop/reference_checkpoint.h"
 #include "interop_fixtures.h"
 #include "model/params.h"
 #include "util/error.h"
+#include "util/float_formats.h"
 #include "util/temp_dir.h"
 
 namespace sps {
@@ -159,7 +161,7 @@ TEST(Gguf, EveryKeyTensorShapeAndOffset) {
   const ImportedCheckpoint ckpt = import_reference_checkpoint(interop_fixture("standard_fp32_plain.pt"), {});
   const ExportVocabulary tok = fixture_vocabulary();
   const std::string path = dir.file("model.gguf");
-  write_gguf(path, ckpt.config, ckpt.weights.data(), tok, GgufFloat::f32, "fixture");
+  write_gguf(path, ckpt.config, ckpt.weights.data(), tok, GgufType::f32, "fixture");
   const GgufFile f = read_gguf(path);
 
   EXPECT_EQ(f.version, 3u);
@@ -261,7 +263,7 @@ TEST(Gguf, HalfPrecisionsKeepNormsInF32) {
   const ExportVocabulary tok = fixture_vocabulary();
   const ParamTable table(ckpt.config);
   for (const auto& [precision, type, file_type] :
-       std::vector<std::tuple<GgufFloat, uint32_t, uint64_t>>{{GgufFloat::f16, 1, 1}, {GgufFloat::bf16, 30, 32}}) {
+       std::vector<std::tuple<GgufType, uint32_t, uint64_t>>{{GgufType::f16, 1, 1}, {GgufType::bf16, 30, 32}}) {
     const std::string path = dir.file("model.gguf");
     write_gguf(path, ckpt.config, ckpt.weights.data(), tok, precision, "fixture");
     const GgufFile f = read_gguf(path);
@@ -275,7 +277,7 @@ TEST(Gguf, HalfPrecisionsKeepNormsInF32) {
     for (uint64_t k = 0; k < 64 * 8; ++k) {
       const float want = ckpt.weights[size_t(table.wte() + int64_t(k))];
       const float got = read_element(f, t, k);
-      if (precision == GgufFloat::bf16) {
+      if (precision == GgufType::bf16) {
         ASSERT_EQ(got, want) << k;
       } else {
         ASSERT_NEAR(got, want, std::abs(want) * (1.0 / 2048) + 1e-7) << k;
@@ -284,12 +286,61 @@ TEST(Gguf, HalfPrecisionsKeepNormsInF32) {
   }
 }
 
+// Q8_0: every 2-D weight in blocks of 32 along its rows (an fp16 scale, 32 int8), decoded here
+// to the values of the independent reference (float_reference.h), which are the weights
+// `--weight-type int8` multiplies; norms stay F32; rows not a multiple of 32 are refused.
+TEST(Gguf, Q8_0BlocksDecodeToTheReferenceValues) {
+  testing::TempDir dir;
+  const ImportedCheckpoint ckpt = import_reference_checkpoint(interop_fixture("standard_fp32_plain.pt"), {});
+  const ExportVocabulary tok = fixture_vocabulary();
+  try {  // the fixture's d = 8
+    write_gguf(dir.file("x.gguf"), ckpt.config, ckpt.weights.data(), tok, GgufType::q8_0, "x");
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("Q8_0 needs a multiple of 32"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(dir.entries(), 0u);
+
+  ModelConfig c = ckpt.config;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  const ParamTable table(c);
+  std::vector<float> w(size_t(table.total()));
+  init_parameters(w.data(), table, c, 3);
+  const std::string path = dir.file("model.gguf");
+  write_gguf(path, c, w.data(), tok, GgufType::q8_0, "q8");
+  const GgufFile f = read_gguf(path);
+  EXPECT_EQ(f.kv.at("general.file_type").u, 7u);
+  EXPECT_EQ(f.tensors.at("blk.0.attn_norm.weight").type, 0u);
+  const auto expect_q8 = [&](const std::string& name, const float* values, int64_t rows, int64_t cols) {
+    const GgufTensorInfo& t = f.tensors.at(name);
+    ASSERT_EQ(t.type, 8u) << name;
+    const char* data = f.bytes.data() + f.data_start + t.offset;
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::vector<double> want = testing::reference_q8_row(values + r * cols, cols);
+      for (int64_t k = 0; k < cols; ++k) {
+        const char* block = data + (r * cols + k) / 32 * 34;
+        uint16_t scale;
+        std::memcpy(&scale, block, 2);
+        const int8_t q = int8_t(block[2 + k % 32]);
+        ASSERT_EQ(double(q) * testing::reference_f16(f16_to_float(scale)), want[k]) << name << " " << r << "," << k;
+      }
+    }
+  };
+  const int64_t d = c.hidden_size, F = c.intermediate_size;
+  const LayerParams& p = table.layer(1);
+  expect_q8("token_embd.weight", w.data() + table.wte(), c.vocab_size, d);
+  expect_q8("blk.1.attn_k.weight", w.data() + p.c_attn + d * d, d, d);
+  expect_q8("blk.1.ffn_up.weight", w.data() + p.gate_up + F * d, F, d);
+  expect_q8("blk.1.ffn_down.weight", w.data() + p.down_proj, d, F);
+}
+
 TEST(Gguf, InterleavedFamiliesAreRefused) {
   testing::TempDir dir;
   const ImportedCheckpoint ckpt = import_reference_checkpoint(interop_fixture("sps_fp32_plain.pt"), {});
   const ExportVocabulary tok = fixture_vocabulary();
   try {
-    write_gguf(dir.file("x.gguf"), ckpt.config, ckpt.weights.data(), tok, GgufFloat::f32, "x");
+    write_gguf(dir.file("x.gguf"), ckpt.config, ckpt.weights.data(), tok, GgufType::f32, "x");
     FAIL() << "no error";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("only the standard family exports to GGUF"), std::string::npos);

@@ -119,20 +119,29 @@ class CheckingBackend final : public ops::Backend<float> {
     decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
     cpu().linear_decode_forward(out, in, w, rows, in_dim, out_dim, accumulate);
   }
-  bool pack_linear_weight(float* w, int64_t in_dim, int64_t out_dim) const override {
-    check("pack_linear_weight", {w});
-    return cpu().pack_linear_weight(w, in_dim, out_dim);
+  int64_t packed_panel_rows() const override { return cpu().packed_panel_rows(); }
+  int64_t packed_weight_bytes(ops::WeightType type, int64_t in_dim,
+                              int64_t out_dim) const override {
+    return cpu().packed_weight_bytes(type, in_dim, out_dim);
   }
-  void linear_packed_forward(float* out, const float* in, const float* w, int64_t rows,
-                             int64_t in_dim, int64_t out_dim, bool accumulate) const override {
+  void pack_weight_rows(ops::WeightType type, void* packed, const float* rows, int64_t first_row,
+                        int64_t row_count, int64_t in_dim, int64_t out_dim,
+                        const std::string& what) const override {
+    check("pack_weight_rows", {packed});  // rows are host memory
+    cpu().pack_weight_rows(type, packed, rows, first_row, row_count, in_dim, out_dim, what);
+  }
+  void linear_packed_forward(float* out, const float* in, const void* w, ops::WeightType type,
+                             int64_t rows, int64_t in_dim, int64_t out_dim,
+                             bool accumulate) const override {
     check("linear_packed_forward", {out, in, w});
     decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
-    cpu().linear_packed_forward(out, in, w, rows, in_dim, out_dim, accumulate);
+    cpu().linear_packed_forward(out, in, w, type, rows, in_dim, out_dim, accumulate);
   }
-  void embedding_packed_forward(float* out, const int32_t* tokens, const float* packed, int64_t n,
-                                int64_t d, int64_t V) const override {
+  void embedding_packed_forward(float* out, const int32_t* tokens, const void* packed,
+                                ops::WeightType type, int64_t n, int64_t d,
+                                int64_t V) const override {
     check("embedding_packed_forward", {out, tokens, packed});
-    cpu().embedding_packed_forward(out, tokens, packed, n, d, V);
+    cpu().embedding_packed_forward(out, tokens, packed, type, n, d, V);
   }
   void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
                          int64_t d) const override {

@@ -59,6 +59,35 @@ TEST_P(ModelInvariants, SaveLoadGivesIdenticalLoss) {
   std::filesystem::remove(path);
 }
 
+// Weights read straight from a file and packed as they come (Model::load_for_inference, as
+// the inference commands load) give the logits of the same weights packed in memory, bit for
+// bit, in every weight type; the packed bytes shrink with the type.
+TEST_P(ModelInvariants, LoadingForInferenceEqualsPackingInMemory) {
+  const ModelConfig c = micro_config(GetParam(), 3);
+  Model<float> trained(c);
+  randomize_weights(trained, 8);
+  const std::string path = ::testing::TempDir() + "/packed_" + GetParam() + ".safetensors";
+  save_weights(path, trained.params(), trained.weights());
+  const auto x = random_tokens(2, c.block_size, c, 1, {5});
+  int64_t previous_bytes = INT64_MAX;
+  for (const ops::WeightType type :
+       {ops::WeightType::f32, ops::WeightType::bf16, ops::WeightType::int8}) {
+    Model<float> in_memory(c);
+    randomize_weights(in_memory, 8);
+    in_memory.pack_for_inference(type);
+    Model<float> loaded(c, ops::cpu_backend<float>(), Model<float>::InitialWeights::unset);
+    load_weights_for_inference(path, loaded, type);
+    std::vector<double> expected(2 * c.block_size * c.vocab_size), got(expected.size());
+    in_memory.forward(x.data(), x.data(), 2, c.block_size, {nullptr, expected.data()});
+    loaded.forward(x.data(), x.data(), 2, c.block_size, {nullptr, got.data()});
+    EXPECT_EQ(got, expected) << ops::weight_type_name(type);
+    EXPECT_EQ(loaded.weight_type(), type);
+    EXPECT_LT(loaded.weight_bytes(), previous_bytes) << ops::weight_type_name(type);
+    previous_bytes = loaded.weight_bytes();
+  }
+  std::filesystem::remove(path);
+}
+
 TEST_P(ModelInvariants, PlannedStepAllocatesNothing) {
   if (allocation_count() < 0) GTEST_SKIP() << "allocation counting is off in this build";
   const ModelConfig c = micro_config(GetParam(), 2);

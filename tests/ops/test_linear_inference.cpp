@@ -1,35 +1,72 @@
 // The inference linears against linear_forward (BLAS), for every row count, with dimension
 // tails and accumulation: linear_decode_forward on the row layout, and linear_packed_forward
-// over pack_linear_weight's layout (with in_dim past one chunk of a panel too), whose result
-// for a row is moreover bit for bit the same whatever rows are computed beside it; and the
-// embedding gathered from a table in that layout.
+// over pack_weight_rows' layout (with in_dim past one chunk of a panel too), whose result for
+// a row is moreover bit for bit the same whatever rows are computed beside it. In bf16 and
+// int8 the packed kernel equals, bit for bit, the f32 kernel on the weights rounded
+// (dequantized) by an independent reference; and the embedding gathered from a table in
+// each layout is the table's (rounded) rows.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "float_reference.h"
 #include "gradcheck.h"
+#include "ops/cpu/linear_packed.h"
 #include "ops/ops.h"
 
 namespace sps {
 namespace {
 
+using ops::WeightType;
 using testing::cast_vector;
 using testing::max_relative_error;
 using testing::random_vector;
+using testing::reference_bf16;
+using testing::reference_q8_row;
+
+constexpr WeightType kTypes[] = {WeightType::f32, WeightType::bf16, WeightType::int8};
+
+// The value a weight stands for once stored in `type`, from the formats' definitions
+// (float_reference.h) apart from the library's conversions: bf16 rounded to nearest, ties to
+// even; int8 GGUF's Q8_0 over blocks of 32 along a row.
+template <typename T>
+std::vector<T> reference_weights(const std::vector<T>& weight, int64_t in_dim, WeightType type) {
+  std::vector<T> out(weight.size());
+  for (size_t r = 0; r * in_dim < weight.size(); ++r) {
+    std::vector<float> row(weight.begin() + r * in_dim, weight.begin() + (r + 1) * in_dim);
+    const std::vector<double> q8 = type == WeightType::int8 ? reference_q8_row(row.data(), in_dim)
+                                                            : std::vector<double>{};
+    for (int64_t k = 0; k < in_dim; ++k)
+      out[r * in_dim + k] = type == WeightType::f32    ? weight[r * in_dim + k]
+                            : type == WeightType::bf16 ? T(reference_bf16(row[k]))
+                                                       : T(q8[k]);
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<uint8_t> pack(const std::vector<T>& weight, int64_t in_dim, int64_t out_dim,
+                          WeightType type, int64_t panels_per_call = 0) {
+  std::vector<uint8_t> packed(ops::packed_weight_bytes<T>(type, in_dim, out_dim));
+  const int64_t step =
+      panels_per_call ? panels_per_call * ops::packed_panel_rows<T>() : std::max<int64_t>(out_dim, 1);
+  for (int64_t first = 0; first < out_dim; first += step)
+    ops::pack_weight_rows(type, packed.data(), weight.data() + first * in_dim, first,
+                          std::min(step, out_dim - first), in_dim, out_dim, "test weight");
+  return packed;
+}
 
 template <typename T>
 struct LinearCase {
   int64_t rows, in_dim, out_dim;
-  std::vector<T> in, weight, packed, start;
+  std::vector<T> in, weight, start;
   LinearCase(int64_t rows, int64_t in_dim, int64_t out_dim)
       : rows(rows), in_dim(in_dim), out_dim(out_dim),
         in(cast_vector<T>(random_vector(rows * in_dim, 1 + rows))),
         weight(cast_vector<T>(random_vector(out_dim * in_dim, 2 + in_dim))),
-        packed(weight),
-        start(cast_vector<T>(random_vector(rows * out_dim, 3 + out_dim))) {
-    ops::pack_linear_weight(packed.data(), in_dim, out_dim);
-  }
+        start(cast_vector<T>(random_vector(rows * out_dim, 3 + out_dim))) {}
   std::vector<T> blas(bool accumulate) const {
     std::vector<T> out = start;
     ops::linear_forward(out.data(), in.data(), weight.data(), rows, in_dim, out_dim, accumulate);
@@ -41,9 +78,10 @@ struct LinearCase {
                                accumulate);
     return out;
   }
-  std::vector<T> packed_forward(bool accumulate) const {
+  std::vector<T> packed_forward(const std::vector<uint8_t>& packed, WeightType type,
+                                bool accumulate) const {
     std::vector<T> out = start;
-    ops::linear_packed_forward(out.data(), in.data(), packed.data(), rows, in_dim, out_dim,
+    ops::linear_packed_forward(out.data(), in.data(), packed.data(), type, rows, in_dim, out_dim,
                                accumulate);
     return out;
   }
@@ -52,13 +90,14 @@ struct LinearCase {
 template <typename T>
 void check(int64_t rows, int64_t in_dim, int64_t out_dim, double tolerance) {
   const LinearCase<T> c(rows, in_dim, out_dim);
+  const std::vector<uint8_t> packed = pack(c.weight, in_dim, out_dim, WeightType::f32);
   for (bool accumulate : {false, true}) {
     const std::vector<T> expected = c.blas(accumulate);
     EXPECT_LT(max_relative_error(c.decode(accumulate).data(), expected.data(), rows * out_dim),
               tolerance)
         << "decode: rows " << rows << " in " << in_dim << " out " << out_dim << " acc " << accumulate;
-    EXPECT_LT(max_relative_error(c.packed_forward(accumulate).data(), expected.data(),
-                                 rows * out_dim),
+    EXPECT_LT(max_relative_error(c.packed_forward(packed, WeightType::f32, accumulate).data(),
+                                 expected.data(), rows * out_dim),
               tolerance)
         << "packed: rows " << rows << " in " << in_dim << " out " << out_dim << " acc " << accumulate;
   }
@@ -78,39 +117,140 @@ TEST(LinearInference, EqualsLinearForEveryRowCount) {
   check<float>(300, 256, 768, 1e-5); // a prefill's rows
 }
 
-TEST(LinearInference, APackedRowsResultIgnoresTheOtherRows) {
-  const int64_t in_dim = 600, out_dim = 72, max_rows = 19;
-  const LinearCase<float> c(max_rows, in_dim, out_dim);
-  for (bool accumulate : {false, true}) {
-    const std::vector<float> all = c.packed_forward(accumulate);
-    for (int64_t rows = 1; rows < max_rows; ++rows)
-      for (int64_t first = 0; first + rows <= max_rows; first += rows) {
-        std::vector<float> part(c.start.begin() + first * out_dim,
-                                c.start.begin() + (first + rows) * out_dim);
-        ops::linear_packed_forward(part.data(), c.in.data() + first * in_dim, c.packed.data(),
-                                   rows, in_dim, out_dim, accumulate);
-        EXPECT_EQ(0, std::memcmp(part.data(), all.data() + first * out_dim,
-                                 sizeof(float) * rows * out_dim))
-            << rows << " rows from row " << first << ", accumulate " << accumulate;
-      }
+// bf16 and int8 weights: the packed kernel's result is the f32 kernel's on the reference's
+// rounded weights, bit for bit (the widened weights are exact, the chains the same), for row
+// counts of every micro-kernel, in_dim with a partial int8 block and past the chunks of every
+// type, narrow last panels; and close to BLAS on the rounded weights.
+template <typename T>
+void check_rounded(int64_t rows, int64_t in_dim, int64_t out_dim) {
+  const LinearCase<T> c(rows, in_dim, out_dim);
+  for (const WeightType type : {WeightType::bf16, WeightType::int8}) {
+    const std::vector<uint8_t> packed = pack(c.weight, in_dim, out_dim, type);
+    const std::vector<T> rounded = reference_weights(c.weight, in_dim, type);
+    const std::vector<uint8_t> rounded_packed = pack(rounded, in_dim, out_dim, WeightType::f32);
+    LinearCase<T> on_rounded = c;
+    on_rounded.weight = rounded;
+    for (bool accumulate : {false, true}) {
+      const std::vector<T> got = c.packed_forward(packed, type, accumulate);
+      const std::vector<T> expected = c.packed_forward(rounded_packed, WeightType::f32, accumulate);
+      EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), sizeof(T) * got.size()))
+          << ops::weight_type_name(type) << ": rows " << rows << " in " << in_dim << " out "
+          << out_dim << " acc " << accumulate;
+      EXPECT_LT(max_relative_error(got, on_rounded.blas(accumulate)), sizeof(T) == 4 ? 1e-5 : 1e-12)
+          << ops::weight_type_name(type) << ": rows " << rows;
+    }
   }
 }
 
-// The embedding read from a table packed as a LM head (full panels and a narrower last one,
-// repeated tokens, the first and last ids) equals the embedding of the table as it was.
-TEST(LinearInference, EmbeddingFromAPackedTableEqualsTheTable) {
-  for (const int64_t V : {int64_t(13), int64_t(64), int64_t(70)}) {
-    const int64_t d = 9;
-    const std::vector<float> table = cast_vector<float>(random_vector(V * d, 5));
-    std::vector<float> packed = table;
-    ops::pack_linear_weight(packed.data(), d, V);
-    const std::vector<int32_t> tokens = {0, int32_t(V - 1), 5, int32_t(V / 2), 5, int32_t(V - 2)};
-    const int64_t n = int64_t(tokens.size());
-    std::vector<float> expected(n * d), got(n * d, -1.0f);
-    ops::embedding_forward(expected.data(), tokens.data(), table.data(), n, d);
-    ops::embedding_packed_forward(got.data(), tokens.data(), packed.data(), n, d, V);
-    EXPECT_EQ(got, expected) << "V " << V;
+TEST(LinearInference, Bf16AndInt8EqualF32OnTheRoundedWeights) {
+  for (int64_t rows = 1; rows <= 9; ++rows) {
+    check_rounded<float>(rows, 64, 80);
+    check_rounded<float>(rows, 45, 19);  // a partial block of 13; a narrow panel
+    check_rounded<double>(rows, 70, 21);
   }
+  check_rounded<float>(2, 1100, 48);   // past the 4 KB chunks of every type at few rows
+  check_rounded<float>(20, 1100, 32);  // and past the 16 KB ones
+  check_rounded<float>(8, 768, 1031);  // in parallel
+}
+
+TEST(LinearInference, APackedRowsResultIgnoresTheOtherRows) {
+  const int64_t in_dim = 600, out_dim = 72, max_rows = 19;
+  const LinearCase<float> c(max_rows, in_dim, out_dim);
+  for (const WeightType type : kTypes) {
+    const std::vector<uint8_t> packed = pack(c.weight, in_dim, out_dim, type);
+    for (bool accumulate : {false, true}) {
+      const std::vector<float> all = c.packed_forward(packed, type, accumulate);
+      for (int64_t rows = 1; rows < max_rows; ++rows)
+        for (int64_t first = 0; first + rows <= max_rows; first += rows) {
+          std::vector<float> part(c.start.begin() + first * out_dim,
+                                  c.start.begin() + (first + rows) * out_dim);
+          ops::linear_packed_forward(part.data(), c.in.data() + first * in_dim, packed.data(),
+                                     type, rows, in_dim, out_dim, accumulate);
+          EXPECT_EQ(0, std::memcmp(part.data(), all.data() + first * out_dim,
+                                   sizeof(float) * rows * out_dim))
+              << ops::weight_type_name(type) << ": " << rows << " rows from row " << first
+              << ", accumulate " << accumulate;
+        }
+    }
+  }
+}
+
+// Packing a few panels per call (as a model does, straight from a file) writes the bytes one
+// call writes.
+TEST(LinearInference, PackingPanelsAtATimeEqualsPackingAtOnce) {
+  const int64_t in_dim = 70, out_dim = 16 * 5 + 3;
+  const std::vector<float> weight = cast_vector<float>(random_vector(in_dim * out_dim, 9));
+  for (const WeightType type : kTypes)
+    for (const int64_t panels : {1, 2, 3})
+      EXPECT_EQ(pack(weight, in_dim, out_dim, type, panels), pack(weight, in_dim, out_dim, type))
+          << ops::weight_type_name(type) << ", " << panels << " panels per call";
+}
+
+// The embedding read from a table packed as a LM head (full panels and a narrower last one,
+// repeated tokens, the first and last ids) equals the (rounded) table's rows.
+TEST(LinearInference, EmbeddingFromAPackedTableEqualsTheTable) {
+  for (const WeightType type : kTypes)
+    for (const int64_t V : {int64_t(13), int64_t(64), int64_t(70)}) {
+      const int64_t d = 41;
+      const std::vector<float> table = cast_vector<float>(random_vector(V * d, 5));
+      const std::vector<float> rounded = reference_weights(table, d, type);
+      const std::vector<uint8_t> packed = pack(table, d, V, type);
+      const std::vector<int32_t> tokens = {0, int32_t(V - 1), 5, int32_t(V / 2), 5,
+                                           int32_t(V - 2)};
+      const int64_t n = int64_t(tokens.size());
+      std::vector<float> expected(n * d), got(n * d, -1.0f);
+      ops::embedding_forward(expected.data(), tokens.data(), rounded.data(), n, d);
+      ops::embedding_packed_forward(got.data(), tokens.data(), packed.data(), type, n, d, V);
+      EXPECT_EQ(got, expected) << ops::weight_type_name(type) << ", V " << V;
+    }
+}
+
+// Every build of the packed linear this CPU runs (linear_packed.h: the build's own, and the
+// AVX-512 one of a portable x86 build on an AVX-512 CPU) gives the baseline's bits, each with
+// its own panels, in every weight type; where only one runs the test says why.
+TEST(LinearInference, EveryRunnableVariantGivesTheSameBits) {
+  const auto variants = ops::runnable_packed_linear_variants<float>();
+  ASSERT_EQ(std::string(variants.front()->variant), "baseline");
+  const LinearCase<float> c(7, 300, 16 * 5 + 3);
+  for (const WeightType type : kTypes) {
+    std::vector<std::vector<float>> outputs;
+    for (const ops::PackedLinearKernels<float>* k : variants) {
+      std::vector<uint8_t> packed(k->weight_bytes(type, c.in_dim, c.out_dim));
+      k->pack_weight_rows(type, packed.data(), c.weight.data(), 0, c.out_dim, c.in_dim, c.out_dim, "w");
+      outputs.push_back(c.start);
+      k->forward(outputs.back().data(), c.in.data(), packed.data(), type, c.rows, c.in_dim, c.out_dim, true);
+    }
+    for (size_t i = 1; i < outputs.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(outputs[i].data(), outputs[0].data(), sizeof(float) * outputs[0].size()))
+          << variants[i]->variant << ", " << ops::weight_type_name(type);
+  }
+  if (variants.size() == 1)
+    GTEST_SKIP() << "only the baseline build runs here (no AVX-512 build in this binary, or no "
+                    "AVX-512F/BW/DQ/VL on this CPU)";
+}
+
+// A block whose values reach beyond what an fp16 scale times 127 holds is refused by name.
+TEST(LinearInference, Int8RefusesWeightsBeyondItsRange) {
+  std::vector<float> weight(32 * 16, 1.0f);
+  weight[3] = 1e7f;
+  std::vector<uint8_t> packed(ops::packed_weight_bytes<float>(WeightType::int8, 32, 16));
+  try {
+    ops::pack_weight_rows(WeightType::int8, packed.data(), weight.data(), 0, 16, 32, 16,
+                          "layer 3's weight");
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 3's weight"), std::string::npos) << e.what();
+  }
+}
+
+// The packed sizes: bf16 half of f32, int8 one byte per weight and an fp16 per block of 32.
+TEST(LinearInference, PackedBytesPerType) {
+  const int64_t in_dim = 768, out_dim = 2304;
+  EXPECT_EQ(ops::packed_weight_bytes<float>(WeightType::f32, in_dim, out_dim), 4 * in_dim * out_dim);
+  EXPECT_EQ(ops::packed_weight_bytes<float>(WeightType::bf16, in_dim, out_dim), 2 * in_dim * out_dim);
+  EXPECT_EQ(ops::packed_weight_bytes<float>(WeightType::int8, in_dim, out_dim),
+            in_dim * out_dim + 2 * (in_dim / 32) * out_dim);
+  EXPECT_EQ(ops::packed_weight_bytes<float>(WeightType::int8, 45, 3), 45 * 3 + 2 * 2 * 3);
 }
 
 }  // namespace

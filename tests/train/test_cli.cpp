@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "model/model.h"
@@ -50,6 +51,16 @@ struct MicroRecipe {
 // Exit status and stderr of a command whose stdout is discarded.
 int stderr_of(const std::string& command, std::string* err) {
   return testing::run_command(command + " 2>&1 >/dev/null", err);
+}
+
+// `err` without the warning that a micro batch spans few documents (its 4 sequences of 12
+// tokens see about 4).
+std::string without_documents_warning(const std::string& err) {
+  std::string kept, line;
+  std::istringstream in(err);
+  while (std::getline(in, line))
+    if (line.rfind("sps: warning: batches span", 0) != 0) kept += line + "\n";
+  return kept;
 }
 
 size_t count_lines(const std::string& path) {
@@ -172,6 +183,7 @@ TEST(TrainCli, NonFiniteLossStopsWithoutTouchingTheLastGoodCheckpoint) {
   load_weights(run + "/checkpoints/latest/model.safetensors", good.params(), good.weights());
   // A learning rate that overflows the weights: the run stops with a clear message.
   const int status = stderr_of(r.train("run", "--resume optimizer.learning_rate=1e38"), &err);
+  err = without_documents_warning(err);
   EXPECT_EQ(status, 2);
   EXPECT_NE(err.find("not finite"), std::string::npos) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
@@ -193,6 +205,32 @@ TEST(TrainCli, DryRunPrintsThePlan) {
   for (const char* text : {"parameters    130665216", "tokens/step   393216", "steps         50863",
                            "FLOPs/step", "memory", "AdamW", "activations"})
     EXPECT_NE(out.find(text), std::string::npos) << text << "\n" << out;
+}
+
+// The documents a global batch spans, in the plan: the micro recipe's batches of 4 windows
+// in chunks of 7 see about 4 (a warning), windows of their own about 6.6 (still one), and
+// the paper's recipe without its data says nothing about them.
+TEST(TrainCli, DryRunSaysHowManyDocumentsABatchSpans) {
+  MicroRecipe r(30);
+  std::string out;
+  ASSERT_EQ(testing::run_command(r.train("run", "--dry-run") + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("documents     ~"), std::string::npos) << out;
+  EXPECT_NE(out.find("per global batch of 4 sequences (mean over 30 steps)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("warning: batches span ~"), std::string::npos) << out;
+  EXPECT_NE(out.find("see docs/data.md"), std::string::npos) << out;
+  ASSERT_EQ(testing::run_command(r.train("run", "--dry-run training.global_batch_size=40 "
+                                                "training.chunk_size_units=1") +
+                                     " 2>&1",
+                                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("documents     ~"), std::string::npos) << out;
+  EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+  // At the start of a run: said on stdout, warned on stderr.
+  std::string err;
+  ASSERT_EQ(stderr_of(r.train("run", "--stop-after 1"), &err), 0) << err;
+  EXPECT_NE(err.find("sps: warning: batches span ~"), std::string::npos) << err;
 }
 
 TEST(TrainCli, OneTrainerPerRunFolder) {
@@ -275,6 +313,7 @@ TEST(TrainCli, FailedCheckpointWriteLeavesNoTemporaryFolder) {
   std::string err;
   // 8 KiB per file: the metrics fit, the 22 KB weights file of the first checkpoint does not.
   EXPECT_EQ(stderr_of("bash -c \"ulimit -f 8 && exec " + r.train("run") + "\"", &err), 2) << err;
+  err = without_documents_warning(err);
   EXPECT_NE(err.find("File too large"), std::string::npos) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   std::vector<std::string> left;
@@ -290,6 +329,7 @@ TEST(TrainCli, AbsurdSizesAreRefusedWithoutAllocating) {
   EXPECT_NE(out.find("parameters"), std::string::npos) << out;
   ASSERT_EQ(testing::run_command(r.train("run", "--dry-run model.block_size=1000000000") + " 2>&1", &out), 0) << out;
   EXPECT_EQ(out.find("FLOPs/step    -"), std::string::npos) << out;
+  EXPECT_NE(out.find("documents     not computed: "), std::string::npos) << out;
   // A real run that cannot fit says what it needs.
   std::string err;
   EXPECT_EQ(stderr_of(r.train("run", "model.hidden_size=1048576 model.intermediate_size=1048576"), &err), 2) << err;

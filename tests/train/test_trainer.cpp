@@ -143,6 +143,59 @@ TEST(Trainer, RefusesToOverwriteARunAndToResumeAnotherConfig) {
   EXPECT_EQ(run_train(data.config("fresh"), true, 2).step, 2);
 }
 
+// A decayed branch: a constant-LR run to step 8, then --init-from its checkpoint with a
+// decay over 2 steps, ends bit-identical to a run trained straight with that schedule (the
+// schedules agree up to step 8).
+TEST(Trainer, InitFromAnotherRunsCheckpointContinuesItsTrajectory) {
+  MicroData data("sps", 20);
+  ASSERT_TRUE(run_train(data.config("constant", {"scheduler.lr_decay_tokens=0"})).finished);
+  const std::vector<std::string> decayed = {"training.max_tokens=480",
+                                            "scheduler.lr_decay_tokens=96"};
+  ASSERT_TRUE(run_train(data.config("straight", decayed)).finished);
+  auto branch = [&](const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> overrides = decayed;
+    overrides.insert(overrides.end(), extra.begin(), extra.end());
+    auto single = make_single_process_collective();
+    TrainOptions options;
+    options.quiet = true;
+    options.init_from = data.run("constant") + "/checkpoints/tokens_000000000384";
+    return train(data.config("branch", overrides), *single, options);
+  };
+  const TrainSummary summary = branch();
+  ASSERT_TRUE(summary.finished);
+  EXPECT_EQ(summary.step, 10);
+
+  const TrainConfig config = data.config("straight", decayed);
+  Model<float> a(config.model), b(config.model);
+  load_weights(data.run("straight") + "/checkpoints/final/model.safetensors", a.params(),
+               a.weights());
+  load_weights(data.run("branch") + "/checkpoints/final/model.safetensors", b.params(),
+               b.weights());
+  EXPECT_EQ(std::memcmp(a.weights(), b.weights(), sizeof(float) * a.params().total()), 0);
+  EXPECT_TRUE(
+      testing::read_whole_file(data.run("straight") + "/checkpoints/final/optimizer.safetensors") ==
+      testing::read_whole_file(data.run("branch") + "/checkpoints/final/optimizer.safetensors"));
+  // The branch's metrics hold its own steps 9 and 10 (lr 0.01, then halfway to 0.001) and
+  // the final evaluation, as the straight run's last lines.
+  const auto straight =
+      testing::without_timing(testing::read_metrics(data.run("straight") + "/metrics.jsonl"));
+  const auto own =
+      testing::without_timing(testing::read_metrics(data.run("branch") + "/metrics.jsonl"));
+  ASSERT_EQ(own.size(), 3u);
+  EXPECT_EQ(own[0]["step"], 9);
+  EXPECT_DOUBLE_EQ(own[0]["lr"].get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(own[1]["lr"].get<double>(), 0.0055);
+  EXPECT_EQ(std::vector<nlohmann::json>(straight.end() - 3, straight.end()), own);
+
+  // Run again, the branch's own checkpoint wins: nothing left to do.
+  EXPECT_EQ(branch().step, 10);
+  EXPECT_EQ(testing::read_metrics(data.run("branch") + "/metrics.jsonl").size(), 3u);
+  // A checkpoint of another trajectory is refused.
+  fs::remove_all(data.run("branch"));
+  const std::string e = error_of([&] { branch({"training.seed=7"}); });
+  EXPECT_NE(e.find("another config: training.seed"), std::string::npos) << e;
+}
+
 TEST(Trainer, ValidationWindowsAreFixedAndUnaligned) {
   const auto a = validation_windows(1000, 12, 100, 42);
   EXPECT_EQ(a, validation_windows(1000, 12, 100, 42));

@@ -57,17 +57,23 @@ class CpuBackend final : public Backend<T> {
                              int64_t out_dim, bool accumulate) const override {
     ops::linear_decode_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
   }
-  bool pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim) const override {
-    ops::pack_linear_weight(weight, in_dim, out_dim);
-    return true;
+  int64_t packed_panel_rows() const override { return ops::packed_panel_rows<T>(); }
+  int64_t packed_weight_bytes(WeightType type, int64_t in_dim, int64_t out_dim) const override {
+    return ops::packed_weight_bytes<T>(type, in_dim, out_dim);
   }
-  void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows, int64_t in_dim,
-                             int64_t out_dim, bool accumulate) const override {
-    ops::linear_packed_forward(out, in, packed, rows, in_dim, out_dim, accumulate);
+  void pack_weight_rows(WeightType type, void* packed, const T* rows, int64_t first_row,
+                        int64_t row_count, int64_t in_dim, int64_t out_dim,
+                        const std::string& what) const override {
+    ops::pack_weight_rows(type, packed, rows, first_row, row_count, in_dim, out_dim, what);
   }
-  void embedding_packed_forward(T* out, const int32_t* tokens, const T* packed, int64_t n,
-                                int64_t d, int64_t V) const override {
-    ops::embedding_packed_forward(out, tokens, packed, n, d, V);
+  void linear_packed_forward(T* out, const T* in, const void* packed, WeightType type,
+                             int64_t rows, int64_t in_dim, int64_t out_dim,
+                             bool accumulate) const override {
+    ops::linear_packed_forward(out, in, packed, type, rows, in_dim, out_dim, accumulate);
+  }
+  void embedding_packed_forward(T* out, const int32_t* tokens, const void* packed,
+                                WeightType type, int64_t n, int64_t d, int64_t V) const override {
+    ops::embedding_packed_forward(out, tokens, packed, type, n, d, V);
   }
   void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
                          int64_t d) const override {

@@ -51,6 +51,18 @@ inline void store(void* p, const V& v) {
   std::memcpy(p, &v, sizeof(V));
 }
 
+// a·b + c, rounded once where the build has fused multiply-adds (x86-64-v3 and later,
+// AArch64), as GCC contracts the vector kernels' `acc += a * w`: a scalar tail so computes
+// the chain the vector lanes do, whatever the compiler makes of the expression around it.
+template <typename T>
+inline T fused_multiply_add(T a, T b, T c) {
+#if defined(__FMA__) || defined(__aarch64__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 // An array of n elements owned by the calling thread, grown on demand and kept, so a planned
 // training step allocates nothing after its first iteration. Contents are unspecified on
 // return. (The attention kernels' per-thread tiles are tiles::thread_tile_scratch.)

@@ -7,17 +7,30 @@
 // keeping rows × kPanelWidth sums in registers, so the input is read once per panel (not once
 // per output) and the weights stream from memory once.
 //
+// A panel holds its weights in the model's weight type (ops/weight_type.h): T itself, bf16,
+// or int8 in blocks of kQ8Block steps, each block led by its columns' fp16 scales. The
+// micro-kernel widens a step's weights to T in registers (bf16: the upper half of an fp32;
+// int8: the integer times its block's scale, a product exact in fp32), so the bytes read per
+// weight, which set a decode step's speed, are 4, 2 or ~1.06.
+//
 // Every output element is the same chain of fused multiply-adds, k = 0 … in_dim − 1, started
 // from 0 (or from the old value when accumulating), whatever the number of rows and however
-// they are blocked: a row's result does not depend on the rows beside it.
+// they are blocked: a row's result does not depend on the rows beside it, and a bf16 or int8
+// result equals the f32 kernel's on the widened weights. Nor does it depend on the panel
+// width: this file is compiled once for the build's target and, in a portable x86 build, once
+// more for AVX-512 (SPS_KERNEL_VARIANT, linear_packed.h), and both give the same bits.
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "ops/cpu/cpu_common.h"
+#include "ops/cpu/linear_packed.h"
+#include "ops/cpu/widen.h"
 #include "ops/ops.h"
 #include "util/error.h"
+#include "util/float_formats.h"
 
-namespace sps::ops {
+namespace sps::ops::SPS_KERNEL_VARIANT {
 namespace {
 
 using cpu::load;
@@ -28,41 +41,112 @@ using cpu::Vec;
 template <typename T>
 constexpr int64_t kPanelWidth = 2 * Vec<T>::lanes;
 
+// Where step k (an in_dim index) of a panel `width` columns wide starts, in bytes from the
+// panel's start, and where the panel's fp16 scales of k's block start (int8 only).
+template <typename T, WeightType W>
+constexpr int64_t step_offset(int64_t k, int64_t width) {
+  if constexpr (W == WeightType::f32) return k * width * int64_t(sizeof(T));
+  if constexpr (W == WeightType::bf16) return k * width * 2;
+  const int64_t block = k / kQ8Block;
+  return block * width * (2 + kQ8Block) + 2 * width + (k - block * kQ8Block) * width;
+}
+template <typename T, WeightType W>
+constexpr int64_t panel_bytes(int64_t K, int64_t width) {
+  if constexpr (W == WeightType::int8)
+    return (K + kQ8Block - 1) / kQ8Block * 2 * width + K * width;
+  return step_offset<T, W>(K, width);
+}
+inline int64_t scales_offset(int64_t k, int64_t width) {
+  return k / kQ8Block * width * (2 + kQ8Block);
+}
+
+// The weight at step k, column c of a panel `width` wide, widened to T.
+template <typename T, WeightType W>
+inline T weight_at(const uint8_t* panel, int64_t k, int64_t c, int64_t width) {
+  const uint8_t* step = panel + step_offset<T, W>(k, width);
+  if constexpr (W == WeightType::f32) {
+    T w;
+    std::memcpy(&w, step + c * sizeof(T), sizeof(T));
+    return w;
+  } else if constexpr (W == WeightType::bf16) {
+    uint16_t h;
+    std::memcpy(&h, step + 2 * c, 2);
+    return T(bf16_to_float(h));
+  } else {
+    uint16_t s;
+    std::memcpy(&s, panel + scales_offset(k, width) + 2 * c, 2);
+    return T(int8_t(step[c])) * T(f16_to_float(s));
+  }
+}
+
 // Steps of in_dim per pass over a panel: one chunk of a panel stays in L1 while every block
 // of rows multiplies it (sums are stored and reloaded between chunks, exactly, so the chunk
-// size never changes a result). The next chunk is prefetched meanwhile, one cache line per
-// step, the blocks' passes taking turns so that the requests spread over the whole chunk's
+// size never changes a result). The next chunk is prefetched meanwhile, one cache line at a
+// time, the blocks' passes taking turns so that the requests spread over the whole chunk's
 // work. Measured on the s scale's projections (Zen 3, 2 threads): 4 KB chunks read the
 // weights 10-15% faster than 16 KB at 4-8 rows, 16 KB chunks multiply 10-15% faster at 32
 // rows and more, where the passes, not memory, take the time.
-template <typename T, int64_t kBytes>
-constexpr int64_t kChunkSteps = kBytes / (kPanelWidth<T> * int64_t(sizeof(T)));
+template <typename T, WeightType W>
+constexpr int64_t kStepBytes = W == WeightType::f32    ? kPanelWidth<T> * int64_t(sizeof(T))
+                               : W == WeightType::bf16 ? kPanelWidth<T> * 2
+                                                       : kPanelWidth<T>;
+template <typename T, WeightType W, int64_t kBytes>
+constexpr int64_t kChunkSteps = kBytes / kStepBytes<T, W>;
+// Steps between two prefetched cache lines (a step may hold less than one line).
+template <typename T, WeightType W>
+constexpr int64_t kStepsPerLine = std::max<int64_t>(1, 64 / kStepBytes<T, W>);
 
-// out[m, 0 .. NP·kPanelWidth) for m < MR, k in [k0, k1), from NP consecutive full panels at p.
-// Sums start from out when `from_out`, else from 0. The block is pass `pass` of `passes` over
-// the chunk: it prefetches every passes-th step of the next chunk, starting at its own.
-template <typename T, int MR, int NP, int64_t kSteps>
-inline void micro_kernel(T* out, int64_t ld_out, const T* in, int64_t K, const T* p,
-                         bool from_out, int64_t k0, int64_t k1, int pass, int passes) {
+// out[m, 0 .. NP·kPanelWidth) for m < MR, k in [k0, k1), from NP consecutive full panels at p
+// (each `panel_stride` bytes). Sums start from out when `from_out`, else from 0. The block is
+// pass `pass` of `passes` over the chunk: it prefetches every passes-th line of the next
+// chunk, starting at its own.
+template <typename T, WeightType W, int MR, int NP, int64_t kSteps>
+inline void micro_kernel(T* out, int64_t ld_out, const T* in, int64_t K, const uint8_t* p,
+                         int64_t panel_stride, bool from_out, int64_t k0, int64_t k1, int pass,
+                         int passes) {
   using V = typename Vec<T>::V;
-  constexpr int L = Vec<T>::lanes, P = int(kPanelWidth<T>), NV = 2 * NP;
+  constexpr int L = Vec<T>::lanes, NV = 2 * NP;
+  constexpr int64_t P = kPanelWidth<T>;
+  static_assert(W != WeightType::int8 || kSteps % kQ8Block == 0);
   V acc[MR][NV];
   for (int m = 0; m < MR; ++m)
     for (int v = 0; v < NV; ++v)
       acc[m][v] = from_out ? load<V>(out + m * ld_out + (v / 2) * P + (v % 2) * L) : V{};
-  int64_t prefetch_at = k0 + pass;
-  for (int64_t k = k0; k < k1; ++k) {
-    V w[NV];
-    const bool prefetch = k == prefetch_at;
-    if (prefetch) prefetch_at += passes;
+  V scale[NV];  // int8: the scales of k's block (k0 starts a block: kSteps is whole blocks)
+  const auto load_scales = [&](int64_t k) {
     for (int q = 0; q < NP; ++q) {
-      const T* row = p + q * K * P + k * P;
-      if (prefetch) {  // a step of a panel is one cache line (two with 512-bit vectors)
-        __builtin_prefetch(row + kSteps * P);
-        if constexpr (P * sizeof(T) > 64) __builtin_prefetch(row + kSteps * P + L);
+      const auto* s = reinterpret_cast<const uint16_t*>(p + q * panel_stride + scales_offset(k, P));
+      scale[2 * q] = cpu::widen_f16<V>(s);
+      scale[2 * q + 1] = cpu::widen_f16<V>(s + L);
+    }
+  };
+  if constexpr (W == WeightType::int8) load_scales(k0);
+  int64_t prefetch_at = k0 + int64_t(pass) * kStepsPerLine<T, W>;
+  for (int64_t k = k0; k < k1; ++k) {
+    if constexpr (W == WeightType::int8)
+      if (k % kQ8Block == 0 && k > k0) load_scales(k);
+    const bool prefetch = k == prefetch_at;
+    if (prefetch) prefetch_at += int64_t(passes) * kStepsPerLine<T, W>;
+    V w[NV];
+    for (int q = 0; q < NP; ++q) {
+      const uint8_t* panel = p + q * panel_stride;
+      const uint8_t* step = panel + step_offset<T, W>(k, P);
+      if (prefetch) {  // the same step of the next chunk: one line, two with 512-bit f32
+        const uint8_t* ahead = panel + step_offset<T, W>(k + kSteps, P);
+        __builtin_prefetch(ahead);
+        if constexpr (kStepBytes<T, W> > 64) __builtin_prefetch(ahead + 64);
       }
-      w[2 * q] = load<V>(row);
-      w[2 * q + 1] = load<V>(row + L);
+      if constexpr (W == WeightType::f32) {
+        w[2 * q] = load<V>(step);
+        w[2 * q + 1] = load<V>(step + L * sizeof(T));
+      } else if constexpr (W == WeightType::bf16) {
+        w[2 * q] = cpu::widen_bf16<V>(reinterpret_cast<const uint16_t*>(step));
+        w[2 * q + 1] = cpu::widen_bf16<V>(reinterpret_cast<const uint16_t*>(step) + L);
+      } else {
+        w[2 * q] = cpu::widen_i8<V>(reinterpret_cast<const int8_t*>(step)) * scale[2 * q];
+        w[2 * q + 1] =
+            cpu::widen_i8<V>(reinterpret_cast<const int8_t*>(step) + L) * scale[2 * q + 1];
+      }
     }
     for (int m = 0; m < MR; ++m) {
       const V a = in[m * K + k] - V{};  // a broadcast GCC loads straight from memory
@@ -76,9 +160,9 @@ inline void micro_kernel(T* out, int64_t ld_out, const T* in, int64_t K, const T
 // All `rows` rows against NP full panels for k in [k0, k1): blocks of 6 rows (12 sums in
 // registers with two vectors per panel; 4 for 7 or 8 rows left), each block one pass over the
 // chunk. With two panels (few rows) the rows go in one block.
-template <typename T, int NP, int64_t kSteps>
-void rows_chunk(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const T* p,
-                bool from_out, int64_t k0, int64_t k1) {
+template <typename T, WeightType W, int NP, int64_t kSteps>
+void rows_chunk(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const uint8_t* p,
+                int64_t panel_stride, bool from_out, int64_t k0, int64_t k1) {
   SPS_ASSERT(NP == 1 || rows <= 3);
   const auto block_rows = [&](int64_t left) {
     return NP == 2 ? left : left == 7 || left == 8 ? 4 : std::min<int64_t>(left, 6);
@@ -90,106 +174,216 @@ void rows_chunk(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const T
     const int64_t block = block_rows(rows - m);
     T* o = out + m * N;
     const T* a = in + m * K;
+#define SPS_MICRO_KERNEL(MR, PANELS)                                                        \
+  micro_kernel<T, W, MR, PANELS, kSteps>(o, N, a, K, p, panel_stride, from_out, k0, k1, pass, \
+                                         passes)
     switch (block) {
-      case 1: micro_kernel<T, 1, NP, kSteps>(o, N, a, K, p, from_out, k0, k1, pass, passes); break;
-      case 2: micro_kernel<T, 2, NP, kSteps>(o, N, a, K, p, from_out, k0, k1, pass, passes); break;
-      case 3: micro_kernel<T, 3, NP, kSteps>(o, N, a, K, p, from_out, k0, k1, pass, passes); break;
-      case 4: micro_kernel<T, 4, 1, kSteps>(o, N, a, K, p, from_out, k0, k1, pass, passes); break;
-      case 5: micro_kernel<T, 5, 1, kSteps>(o, N, a, K, p, from_out, k0, k1, pass, passes); break;
-      case 6: micro_kernel<T, 6, 1, kSteps>(o, N, a, K, p, from_out, k0, k1, pass, passes); break;
+      case 1: SPS_MICRO_KERNEL(1, NP); break;
+      case 2: SPS_MICRO_KERNEL(2, NP); break;
+      case 3: SPS_MICRO_KERNEL(3, NP); break;
+      case 4: SPS_MICRO_KERNEL(4, 1); break;
+      case 5: SPS_MICRO_KERNEL(5, 1); break;
+      case 6: SPS_MICRO_KERNEL(6, 1); break;
     }
+#undef SPS_MICRO_KERNEL
     m += block;
   }
 }
 
-template <typename T, int NP, int64_t kSteps>
-void chunks(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const T* p, bool accumulate) {
+template <typename T, WeightType W, int NP, int64_t kSteps>
+void chunks(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const uint8_t* p,
+            int64_t panel_stride, bool accumulate) {
   for (int64_t k0 = 0; k0 < K; k0 += kSteps)
-    rows_chunk<T, NP, kSteps>(out, N, in, rows, K, p, accumulate || k0 > 0, k0,
-                              std::min(K, k0 + kSteps));
+    rows_chunk<T, W, NP, kSteps>(out, N, in, rows, K, p, panel_stride, accumulate || k0 > 0, k0,
+                                 std::min(K, k0 + kSteps));
 }
 
-template <typename T, int NP>
-void panels(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const T* p,
+template <typename T, WeightType W, int NP>
+void panels(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const uint8_t* p,
             bool accumulate) {
+  const int64_t stride = panel_bytes<T, W>(K, kPanelWidth<T>);
   if (rows <= 16)
-    chunks<T, NP, kChunkSteps<T, 4096>>(out, N, in, rows, K, p, accumulate);
+    chunks<T, W, NP, kChunkSteps<T, W, 4096>>(out, N, in, rows, K, p, stride, accumulate);
   else
-    chunks<T, NP, kChunkSteps<T, 16384>>(out, N, in, rows, K, p, accumulate);
+    chunks<T, W, NP, kChunkSteps<T, W, 16384>>(out, N, in, rows, K, p, stride, accumulate);
 }
 
-}  // namespace
-
-template <typename T>
-void pack_linear_weight(T* weight, int64_t in_dim, int64_t out_dim) {
-  SPS_ASSERT(in_dim >= 0 && out_dim >= 0);
+template <typename T, WeightType W>
+void packed_forward(T* out, const T* in, const uint8_t* packed, int64_t rows, int64_t K,
+                    int64_t N, bool accumulate) {
   constexpr int64_t P = kPanelWidth<T>;
-  const int64_t panel_count = (out_dim + P - 1) / P;
-  // A panel occupies the elements its weight rows did, so each is transposed on its own
-  // through one panel's worth of scratch.
-#pragma omp parallel for schedule(static) if (in_dim * out_dim >= cpu::kParallelThreshold)
-  for (int64_t j = 0; j < panel_count; ++j) {
-    const int64_t n0 = j * P, width = std::min(P, out_dim - n0);
-    T* panel = weight + n0 * in_dim;
-    T* rows = cpu::thread_buffer<T>(width * in_dim);
-    std::memcpy(rows, panel, sizeof(T) * width * in_dim);
-    for (int64_t k = 0; k < in_dim; ++k)
-      for (int64_t c = 0; c < width; ++c) panel[k * width + c] = rows[c * in_dim + k];
-  }
-}
-
-template <typename T>
-void linear_packed_forward(T* out, const T* in, const T* packed, int64_t rows, int64_t in_dim,
-                           int64_t out_dim, bool accumulate) {
-  SPS_ASSERT(rows >= 0 && in_dim >= 0 && out_dim >= 0);
-  if (rows == 0 || out_dim == 0) return;
-  constexpr int64_t P = kPanelWidth<T>;
-  const int64_t K = in_dim, N = out_dim, full = N / P;
+  const int64_t full = N / P, stride = panel_bytes<T, W>(K, P);
   const bool parallel = rows * N * K >= 16 * cpu::kParallelThreshold;
   if (rows <= 3) {  // two panels per pass: more independent sums for few rows
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t j = 0; j < full / 2; ++j)
-      panels<T, 2>(out + 2 * j * P, N, in, rows, K, packed + 2 * j * P * K, accumulate);
+      panels<T, W, 2>(out + 2 * j * P, N, in, rows, K, packed + 2 * j * stride, accumulate);
     if (full % 2)
-      panels<T, 1>(out + (full - 1) * P, N, in, rows, K, packed + (full - 1) * P * K, accumulate);
+      panels<T, W, 1>(out + (full - 1) * P, N, in, rows, K, packed + (full - 1) * stride,
+                      accumulate);
   } else {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t j = 0; j < full; ++j)
-      panels<T, 1>(out + j * P, N, in, rows, K, packed + j * P * K, accumulate);
+      panels<T, W, 1>(out + j * P, N, in, rows, K, packed + j * stride, accumulate);
   }
-  // The last, narrower panel ([in_dim][width]): the same chain per element, in scalars.
+  // The last, narrower panel: the same chain per element, in scalars.
   const int64_t n0 = full * P, width = N - n0;
-  const T* panel = packed + n0 * K;
+  const uint8_t* panel = packed + full * stride;
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t c = 0; c < width; ++c) {
       T& o = out[m * N + n0 + c];
       T sum = accumulate ? o : T(0);
-      for (int64_t k = 0; k < K; ++k) sum += in[m * K + k] * panel[k * width + c];
+      for (int64_t k = 0; k < K; ++k)
+        sum = cpu::fused_multiply_add(in[m * K + k], weight_at<T, W>(panel, k, c, width), sum);
       o = sum;
     }
 }
 
-template <typename T>
-void embedding_packed_forward(T* out, const int32_t* tokens, const T* packed, int64_t n,
-                              int64_t d, int64_t V) {
-  constexpr int64_t P = kPanelWidth<T>;
-  const int64_t n0 = V / P * P;  // the last, narrower panel starts here
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = tokens[i], width = t < n0 ? P : V - n0, first = t < n0 ? t / P * P : n0;
-    const T* column = packed + first * d + (t - first);
-    for (int64_t k = 0; k < d; ++k) out[i * d + k] = column[k * width];
+// Panel j's columns from `rows` (row-major [width, K], the panel's weight rows) in type W.
+template <typename T, WeightType W>
+void pack_panel(uint8_t* panel, const T* rows, int64_t K, int64_t width, const std::string& what) {
+  if constexpr (W == WeightType::int8) {
+    int8_t q[kQ8Block];
+    for (int64_t c = 0; c < width; ++c)
+      for (int64_t k0 = 0; k0 < K; k0 += kQ8Block) {
+        const int64_t n = std::min(kQ8Block, K - k0);
+        float block[kQ8Block];
+        for (int64_t i = 0; i < n; ++i) block[i] = float(rows[c * K + k0 + i]);
+        const uint16_t scale = quantize_q8_block(block, n, q, what);
+        std::memcpy(panel + scales_offset(k0, width) + 2 * c, &scale, 2);
+        for (int64_t i = 0; i < n; ++i)
+          panel[step_offset<T, W>(k0 + i, width) + c] = uint8_t(q[i]);
+      }
+  } else {
+    for (int64_t k = 0; k < K; ++k) {
+      uint8_t* step = panel + step_offset<T, W>(k, width);
+      for (int64_t c = 0; c < width; ++c) {
+        if constexpr (W == WeightType::f32) {
+          std::memcpy(step + c * sizeof(T), &rows[c * K + k], sizeof(T));
+        } else {
+          const uint16_t h = float_to_bf16(float(rows[c * K + k]));
+          std::memcpy(step + 2 * c, &h, 2);
+        }
+      }
+    }
   }
 }
 
-template void pack_linear_weight<float>(float*, int64_t, int64_t);
-template void pack_linear_weight<double>(double*, int64_t, int64_t);
-template void linear_packed_forward<float>(float*, const float*, const float*, int64_t, int64_t,
-                                           int64_t, bool);
-template void linear_packed_forward<double>(double*, const double*, const double*, int64_t,
-                                            int64_t, int64_t, bool);
-template void embedding_packed_forward<float>(float*, const int32_t*, const float*, int64_t,
-                                              int64_t, int64_t);
-template void embedding_packed_forward<double>(double*, const int32_t*, const double*, int64_t,
-                                               int64_t, int64_t);
+template <typename T, WeightType W>
+void pack_rows(uint8_t* packed, const T* rows, int64_t first_row, int64_t row_count, int64_t K,
+               int64_t N, const std::string& what) {
+  constexpr int64_t P = kPanelWidth<T>;
+  const int64_t stride = panel_bytes<T, W>(K, P), first = first_row / P,
+                last = (first_row + row_count + P - 1) / P;
+  std::exception_ptr error;  // an int8 block out of range: thrown once the threads are done
+#pragma omp parallel for schedule(static) if (row_count * K >= cpu::kParallelThreshold)
+  for (int64_t j = first; j < last; ++j) {
+    const int64_t width = std::min(P, N - j * P);
+    try {
+      pack_panel<T, W>(packed + j * stride, rows + (j * P - first_row) * K, K, width, what);
+    } catch (...) {
+#pragma omp critical(sps_pack_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
 
-}  // namespace sps::ops
+template <typename T, WeightType W>
+void embedding_from_panels(T* out, const int32_t* tokens, const uint8_t* packed, int64_t n,
+                           int64_t d, int64_t V) {
+  constexpr int64_t P = kPanelWidth<T>;
+  const int64_t stride = panel_bytes<T, W>(d, P), n0 = V / P * P;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = tokens[i], j = t / P, width = t < n0 ? P : V - n0;
+    const uint8_t* panel = packed + j * stride;
+    for (int64_t k = 0; k < d; ++k) out[i * d + k] = weight_at<T, W>(panel, k, t - j * P, width);
+  }
+}
+
+
+template <typename T>
+int64_t weight_bytes(WeightType type, int64_t in_dim, int64_t out_dim) {
+  constexpr int64_t P = kPanelWidth<T>;
+  const int64_t full = out_dim / P, rest = out_dim - full * P;
+  switch (type) {
+    case WeightType::f32:
+      return full * panel_bytes<T, WeightType::f32>(in_dim, P) +
+             panel_bytes<T, WeightType::f32>(in_dim, rest);
+    case WeightType::bf16:
+      return full * panel_bytes<T, WeightType::bf16>(in_dim, P) +
+             panel_bytes<T, WeightType::bf16>(in_dim, rest);
+    case WeightType::int8:
+      return full * panel_bytes<T, WeightType::int8>(in_dim, P) +
+             panel_bytes<T, WeightType::int8>(in_dim, rest);
+  }
+  return 0;
+}
+
+template <typename T>
+int64_t panel_rows() {
+  return kPanelWidth<T>;
+}
+
+template <typename T>
+void pack_weight(WeightType type, void* packed, const T* rows, int64_t first_row,
+                      int64_t row_count, int64_t in_dim, int64_t out_dim,
+                      const std::string& what) {
+  constexpr int64_t P = kPanelWidth<T>;
+  SPS_ASSERT(in_dim >= 0 && first_row >= 0 && row_count >= 0 && first_row % P == 0 &&
+             first_row + row_count <= out_dim &&
+             (row_count % P == 0 || first_row + row_count == out_dim));
+  auto* p = static_cast<uint8_t*>(packed);
+  switch (type) {
+    case WeightType::f32:
+      return pack_rows<T, WeightType::f32>(p, rows, first_row, row_count, in_dim, out_dim, what);
+    case WeightType::bf16:
+      return pack_rows<T, WeightType::bf16>(p, rows, first_row, row_count, in_dim, out_dim, what);
+    case WeightType::int8:
+      return pack_rows<T, WeightType::int8>(p, rows, first_row, row_count, in_dim, out_dim, what);
+  }
+}
+
+template <typename T>
+void forward(T* out, const T* in, const void* packed, WeightType type, int64_t rows,
+                           int64_t in_dim, int64_t out_dim, bool accumulate) {
+  SPS_ASSERT(rows >= 0 && in_dim >= 0 && out_dim >= 0);
+  if (rows == 0 || out_dim == 0) return;
+  const auto* p = static_cast<const uint8_t*>(packed);
+  switch (type) {
+    case WeightType::f32:
+      return packed_forward<T, WeightType::f32>(out, in, p, rows, in_dim, out_dim, accumulate);
+    case WeightType::bf16:
+      return packed_forward<T, WeightType::bf16>(out, in, p, rows, in_dim, out_dim, accumulate);
+    case WeightType::int8:
+      return packed_forward<T, WeightType::int8>(out, in, p, rows, in_dim, out_dim, accumulate);
+  }
+}
+
+template <typename T>
+void embedding(T* out, const int32_t* tokens, const void* packed, WeightType type,
+                              int64_t n, int64_t d, int64_t V) {
+  const auto* p = static_cast<const uint8_t*>(packed);
+  switch (type) {
+    case WeightType::f32: return embedding_from_panels<T, WeightType::f32>(out, tokens, p, n, d, V);
+    case WeightType::bf16:
+      return embedding_from_panels<T, WeightType::bf16>(out, tokens, p, n, d, V);
+    case WeightType::int8:
+      return embedding_from_panels<T, WeightType::int8>(out, tokens, p, n, d, V);
+  }
+}
+
+
+}  // namespace
+
+template <typename T>
+const PackedLinearKernels<T>& packed_linear_kernels() {
+  static const PackedLinearKernels<T> kernels{SPS_STRINGIFY(SPS_KERNEL_VARIANT), cpu::kVecBytes,
+                                              panel_rows<T>, weight_bytes<T>, pack_weight<T>,
+                                              forward<T>, embedding<T>};
+  return kernels;
+}
+template const PackedLinearKernels<float>& packed_linear_kernels<float>();
+template const PackedLinearKernels<double>& packed_linear_kernels<double>();
+
+}  // namespace sps::ops::SPS_KERNEL_VARIANT

@@ -63,16 +63,7 @@ class CudaBackend final : public Backend<float> {
                              int64_t in_dim, int64_t out_dim, bool accumulate) const override {
     cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, 0, 0, operands_);
   }
-  // Weights stay in the row layout that cuBLASLt reads.
-  bool pack_linear_weight(float*, int64_t, int64_t) const override { return false; }
-  void linear_packed_forward(float*, const float*, const float*, int64_t, int64_t, int64_t,
-                             bool) const override {
-    SPS_ASSERT(!"the CUDA backend packs no weights");
-  }
-  void embedding_packed_forward(float*, const int32_t*, const float*, int64_t, int64_t,
-                                int64_t) const override {
-    SPS_ASSERT(!"the CUDA backend packs no weights");
-  }
+  // Weights stay in the row layout that cuBLASLt reads: no packed layout.
   void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
                          int64_t d) const override {
     cuda::embedding_forward(out, tokens, table, n, d);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Copies the records of an experiment folder (what `sps experiment report` reads, without
+# checkpoints or logs) into another folder, e.g. docs/results/<matrix>, and rebuilds the
+# report there, so the published tables come from the records beside them:
+#   matrix.yaml; runs/<name>/{run.json, eval.json, bench.json, train/metrics.jsonl,
+#   train/config.yaml, decay_<N>/metrics.jsonl, decay_<N>/config.yaml}
+# Runs still going are copied as far as they got (the report marks their curves partial).
+# Usage: copy-run-records.sh EXPERIMENT_DIR DEST [SPS_BINARY]
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: copy-run-records.sh EXPERIMENT_DIR DEST [SPS_BINARY]" >&2; exit 2; }
+src=$1 dest=$2 sps=${3:-$(dirname "$0")/../build/release/sps}
+[ -d "$src/runs" ] || { echo "copy-run-records: $src/runs: no such folder" >&2; exit 2; }
+mkdir -p "$dest"
+cp "$src/matrix.yaml" "$dest/"
+(cd "$src" && find runs -type f \( -name run.json -o -name eval.json -o -name bench.json \
+    -o -path '*/train/metrics.jsonl' -o -path '*/train/config.yaml' \
+    -o -path '*/decay_*/metrics.jsonl' -o -path '*/decay_*/config.yaml' \) \
+    -not -path '*/checkpoints/*' -print0) |
+  while IFS= read -r -d '' f; do
+    mkdir -p "$dest/$(dirname "$f")"
+    cp "$src/$f" "$dest/$f"
+  done
+"$sps" experiment report --no-figures "$dest"

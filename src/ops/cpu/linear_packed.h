@@ -1,0 +1,59 @@
+#pragma once
+// The packed linear's kernels (linear_packed.cpp) as one table per build variant. A portable
+// x86 build compiles linear_packed.cpp twice: for its own target (namespace `baseline`) and
+// for AVX-512 (namespace `avx512`, CMake's sps_ops_cpu_avx512), each with its own vector
+// width and panel width; the process runs one of them, chosen once (linear_packed_dispatch.cpp).
+// Both give the same bits (every output is the same chain of fused multiply-adds), so the
+// choice changes speed only. Nothing else is compiled for AVX-512, and the variant's object
+// defines no symbol outside its namespace (CpuTargets.Avx512VariantKeepsToItsNamespace), so
+// no AVX-512 code can be linked into a function an AVX2 CPU runs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/weight_type.h"
+
+#ifndef SPS_KERNEL_VARIANT
+#define SPS_KERNEL_VARIANT baseline
+#endif
+#define SPS_STRINGIFY_(x) #x
+#define SPS_STRINGIFY(x) SPS_STRINGIFY_(x)
+
+namespace sps::ops {
+
+// The contracts of ops.h's packed_panel_rows, packed_weight_bytes, pack_weight_rows,
+// linear_packed_forward and embedding_packed_forward, in one variant.
+template <typename T>
+struct PackedLinearKernels {
+  const char* variant;  // "baseline" or "avx512"
+  int vector_bytes;     // the width of its vectors
+  int64_t (*panel_rows)();
+  int64_t (*weight_bytes)(WeightType type, int64_t in_dim, int64_t out_dim);
+  void (*pack_weight_rows)(WeightType type, void* packed, const T* rows, int64_t first_row,
+                           int64_t row_count, int64_t in_dim, int64_t out_dim,
+                           const std::string& what);
+  void (*forward)(T* out, const T* in, const void* packed, WeightType type, int64_t rows,
+                  int64_t in_dim, int64_t out_dim, bool accumulate);
+  void (*embedding)(T* out, const int32_t* tokens, const void* packed, WeightType type, int64_t n,
+                    int64_t d, int64_t V);
+};
+
+namespace baseline {
+template <typename T>
+const PackedLinearKernels<T>& packed_linear_kernels();
+}
+namespace avx512 {
+template <typename T>
+const PackedLinearKernels<T>& packed_linear_kernels();
+}
+
+// Every variant this build has and this CPU can run, the build's own first.
+template <typename T>
+std::vector<const PackedLinearKernels<T>*> runnable_packed_linear_variants();
+
+// The variant this process runs: the fastest of the runnable ones on a small multiply,
+// timed once at the first call.
+template <typename T>
+const PackedLinearKernels<T>& packed_linear();
+
+}  // namespace sps::ops

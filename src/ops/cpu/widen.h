@@ -1,0 +1,94 @@
+#pragma once
+// Loads of stored weights widened to a vector of T (cpu::Vec): bf16, fp16 and int8 lanes,
+// each to the exact float or double it stands for. x86 builds use the widening instructions
+// of AVX2 / F16C (and AVX-512 at 512 bits), which GCC's generic vector conversions do not
+// reach; every other width (NEON's, or SPS_VECTOR_BYTES's test widths) converts lane by lane.
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "util/float_formats.h"
+
+namespace sps::ops::cpu {
+
+template <typename V>
+using LaneOf = std::remove_cvref_t<decltype(V{}[0])>;
+
+// V's lanes from bf16 values at p (unaligned).
+template <typename V>
+inline V widen_bf16(const uint16_t* p) {
+  using T = LaneOf<V>;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && sizeof(V) == 64) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return std::bit_cast<V>(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float> && sizeof(V) == 32) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return std::bit_cast<V>(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+#endif
+  constexpr int lanes = sizeof(V) / sizeof(T);
+  uint16_t h[lanes];
+  std::memcpy(h, p, sizeof h);
+  V v;
+  for (int i = 0; i < lanes; ++i) v[i] = T(bf16_to_float(h[i]));
+  return v;
+}
+
+// V's lanes from fp16 values at p (unaligned).
+template <typename V>
+inline V widen_f16(const uint16_t* p) {
+  using T = LaneOf<V>;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && sizeof(V) == 64) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return std::bit_cast<V>(_mm512_cvtph_ps(h));
+  }
+#endif
+#if defined(__AVX2__) && defined(__F16C__)
+  if constexpr (std::is_same_v<T, float> && sizeof(V) == 32) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return std::bit_cast<V>(_mm256_cvtph_ps(h));
+  }
+#endif
+  constexpr int lanes = sizeof(V) / sizeof(T);
+  uint16_t h[lanes];
+  std::memcpy(h, p, sizeof h);
+  V v;
+  for (int i = 0; i < lanes; ++i) v[i] = T(f16_to_float(h[i]));
+  return v;
+}
+
+// V's lanes from int8 values at p (unaligned).
+template <typename V>
+inline V widen_i8(const int8_t* p) {
+  using T = LaneOf<V>;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && sizeof(V) == 64) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return std::bit_cast<V>(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float> && sizeof(V) == 32) {
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return std::bit_cast<V>(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+#endif
+  constexpr int lanes = sizeof(V) / sizeof(T);
+  int8_t q[lanes];
+  std::memcpy(q, p, sizeof q);
+  V v;
+  for (int i = 0; i < lanes; ++i) v[i] = T(q[i]);
+  return v;
+}
+
+}  // namespace sps::ops::cpu

@@ -1,0 +1,30 @@
+#pragma once
+// How a model's projection weights are stored for inference (--weight-type): f32 as trained,
+// bf16 (half the bytes), or int8 (symmetric blocks of kQ8Block along in_dim with one fp16
+// scale each: GGUF's Q8_0, ~1.06 bytes per weight). Activations, sums and every other tensor
+// stay fp32: a bf16 or int8 weight is widened to the exact fp32 value it stands for before it
+// is multiplied, so a result equals fp32 arithmetic on the rounded (dequantized) weights.
+#include <cstdint>
+#include <string>
+
+namespace sps::ops {
+
+enum class WeightType { f32, bf16, int8 };
+
+// "f32", "bf16" or "int8"; anything else is a UserError naming `what`.
+WeightType parse_weight_type(const std::string& text, const std::string& what);
+const char* weight_type_name(WeightType type);
+
+// Bytes one weight takes in a type, rounded for int8's scales (for memory figures).
+double bytes_per_weight(WeightType type);
+
+// Elements of one int8 block along in_dim (the last block of a row may be shorter).
+inline constexpr int64_t kQ8Block = 32;
+
+// Quantizes x[0..n), n ≤ kQ8Block, as GGUF's Q8_0 does: d = max|x| / 127, q[i] = x[i]·(1/d)
+// rounded half away from zero (0 for an all-zero block), and returns d rounded to fp16 (its
+// bits), the scale the block is dequantized with: x[i] ≈ q[i] · fp16(d). A UserError when d
+// overflows fp16 (|x| above ~8.3e6), naming `what`.
+uint16_t quantize_q8_block(const float* x, int64_t n, int8_t* q, const std::string& what);
+
+}  // namespace sps::ops
