@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libopenblas-openmp-dev libpcre2-dev libyaml-cpp-dev nlohmann-json3-dev
+  libopenblas-openmp-dev libdnnl-dev libpcre2-dev libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libfmt-dev libzstd-dev zlib1g-dev libssl-dev libzip-dev libcpp-httplib-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -17,7 +17,10 @@ double measure_sgemm_gflops(int64_t n, int repeats);
 // after one warm-up.
 double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n, int repeats);
 
-// `sps bench gemm`: sgemm on the CPU, or the GEMM of a GPU's backend with `precision` operands.
+// `sps bench gemm`. On the CPU, fp32: sgemm at n³; bf16: the bf16 GEMM path this process
+// takes, at n³ and at the shapes of an s-scale block's projections on n rows, beside oneDNN's
+// own bf16 and f32 matmuls and sgemm. On a GPU: its backend's GEMM at n³ on `precision`
+// operands (measure_backend_gemm_gflops).
 void run_gemm_bench(const ops::Device& device, ops::Precision precision, int64_t n, int repeats);
 
 struct StepBenchOptions {

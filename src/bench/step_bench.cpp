@@ -39,6 +39,8 @@ void run_step_bench(const StepBenchOptions& o) {
 
   // --forward-only: the forward alone, as evaluation runs it (the loss is the full step's).
   // A download returns once every earlier op has finished: a step on a GPU is timed whole.
+  // The weights are handed out for writing after each step, as the optimizer's update does:
+  // with bf16 GEMMs each step converts them anew, as a training step of one micro-batch does.
   const auto step_once = [&] {
     const StepResult r = o.forward_only ? model.forward(x.data(), y.data(), B, T)
                                         : model.forward_backward(x.data(), y.data(), B, T);
@@ -70,6 +72,7 @@ void run_step_bench(const StepBenchOptions& o) {
                         {"tokens", T},
                         {"device", o.device.name()},
                         {"precision", o.precision == ops::Precision::bf16 ? "bf16" : "fp32"},
+                        {"gemm_path", backend.describe_gemms()},
                         {"threads", omp_get_max_threads()},
                         {"step_seconds", step},
                         {"tokens_per_second", double(B * T) / step},
@@ -90,11 +93,13 @@ void run_step_bench(const StepBenchOptions& o) {
   fmt::print("family {} (w={})  L={} d={} H={} F={} V={}  params {:.2f}M\n", c.family,
              c.window_size, c.n_layer, c.hidden_size, c.n_head, c.intermediate_size,
              c.vocab_size, double(c.parameter_count()) / 1e6);
+  const char* precision = o.precision == ops::Precision::bf16 ? "bf16" : "fp32";
   fmt::print("micro-batch {} x {} tokens, {}, median of {} {} after {} warm-up\n", B, T,
-             on_cpu ? fmt::format("{} threads", omp_get_max_threads())
-                    : fmt::format("{} {}", o.device.name(),
-                                  o.precision == ops::Precision::bf16 ? "bf16" : "fp32"),
+             on_cpu ? fmt::format("{} threads, {}", omp_get_max_threads(), precision)
+                    : fmt::format("{} {}", o.device.name(), precision),
              o.steps, o.forward_only ? "forwards (no backward)" : "steps", o.warmup);
+  if (const std::string gemms = backend.describe_gemms(); !gemms.empty())
+    fmt::print("  {}\n", gemms);
   fmt::print("  step time            {:.3f} s\n", step);
   fmt::print("  input tokens/s       {:.0f}\n", double(B * T) / step);
   fmt::print("  model GFLOP/s        {:.1f}  ({:.0f}% of {} at {:.1f} GFLOP/s)\n", gflops,

@@ -119,14 +119,19 @@ void register_serve_bench(CLI::App* bench) {
 
 void register_gemm_bench(CLI::App* bench) {
   auto* gemm = bench->add_subcommand(
-      "gemm", "the GEMM rate: BLAS sgemm with these threads, or a GPU's (--device)");
+      "gemm",
+      "the GEMM rate: BLAS sgemm (or the bf16 GEMMs) with these threads, or a GPU's (--device)");
   static int64_t gemm_n = 2048;
   static int gemm_repeats = 5;
-  gemm->add_option("--size", gemm_n, "matrix size n (n×n×n)")->check(CLI::Range(64, 16384));
+  gemm->add_option("--size", gemm_n,
+                   "matrix size n (n×n×n; with bf16 also the rows of the layer shapes)")
+      ->check(CLI::Range(64, 16384));
   gemm->add_option("--repeats", gemm_repeats, "timed runs")->check(CLI::Range(1, 1000));
   const DeviceChoice& on = add_device_and_precision_options(
       gemm, "sps bench gemm",
-      "fp32 or bf16: the GPU's GEMM on bf16 operands (rounded once, untimed)");
+      "fp32, or bf16: on the CPU its bf16 GEMMs beside oneDNN's matmuls and sgemm; on a GPU its "
+      "GEMM on bf16 operands (rounded once, untimed)",
+      Bf16On::every_device);
   gemm->callback([&on] {
     run_gemm_bench(ops::parse_device(on.device, "--device"),
                    ops::parse_precision(on.precision, "--precision"), gemm_n, gemm_repeats);
@@ -144,7 +149,8 @@ void register_attention_bench(CLI::App* bench) {
   attention->add_option("--head-dim", attn_head_dim, "head size D (even)")->check(CLI::Range(2, 1024));
   attention->add_option("--repeats", attn_repeats, "timed runs")->check(CLI::Range(1, 1000));
   const DeviceChoice& on = add_device_and_precision_options(
-      attention, "sps bench attention", "fp32 or bf16: the GPU's tensor-core attention");
+      attention, "sps bench attention", "fp32 or bf16: the GPU's tensor-core attention",
+      Bf16On::gpu_only);
   attention->callback([&on] {
     if (attn_head_dim % 2) fail("--head-dim must be even, got {}", attn_head_dim);
     run_attention_bench(ops::parse_device(on.device, "--device"),
@@ -169,7 +175,9 @@ void register_step_bench(CLI::App* bench) {
   step->add_flag("--forward-only", options.forward_only,
                  "time the forward alone (no backward; FLOPs count the forward only)");
   const DeviceChoice& on = add_device_and_precision_options(
-      step, "sps bench step", "fp32 or bf16: the GPU's GEMMs and attention on bf16 operands");
+      step, "sps bench step",
+      "fp32 or bf16: the GEMMs on bf16 operands (on a GPU the attention's products too)",
+      Bf16On::every_device);
   step->callback([&on] {
     options.config = load_model_config(config_path, overrides);
     if (options.tokens > options.config.block_size)

@@ -22,13 +22,16 @@ void register_serve(CLI::App& app);
 // Commands with a recipe take system.device instead (sps train).
 const std::string& add_device_option(CLI::App* command, const std::string& name);
 
-// The same with --precision fp32|bf16 (`precision_help` its help): bf16 only on a GPU,
-// checked with the device.
+// The same with --precision fp32|bf16 (`precision_help` its help), checked with the device:
+// bf16 on every device, or, where what bf16 changes runs on a GPU only (the tensor-core
+// attention), refused on the CPU.
 struct DeviceChoice {
   std::string device = "cpu", precision = "fp32", weight_type = "f32";
 };
+enum class Bf16On { every_device, gpu_only };
 const DeviceChoice& add_device_and_precision_options(CLI::App* command, const std::string& name,
-                                                     const std::string& precision_help);
+                                                     const std::string& precision_help,
+                                                     Bf16On bf16_on);
 
 // --device with --weight-type f32|bf16|int8, how an inference command holds the projection
 // weights (ops/weight_type.h; not f32 only on the CPU), checked with the device.

@@ -13,7 +13,8 @@ enum class Extra { none, precision, weight_type };
 
 // The options and their one check: CLI11 keeps a single parse-complete callback per command.
 DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra,
-                         const std::string& precision_help = "") {
+                         const std::string& precision_help = "",
+                         Bf16On bf16_on = Bf16On::every_device) {
   auto* choice = new DeviceChoice;  // lives as long as the process, like the App
   command->add_option("--device", choice->device, "cpu (default) or cuda[:N], the GPU to run on")
       ->capture_default_str();
@@ -27,14 +28,16 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra
                      "backend only")
         ->capture_default_str();
   // Checked once the command line is read, before any work: a device this build or machine
-  // cannot use, bf16 GEMMs on the CPU, or packed weights on a GPU is one line and exit
-  // status 2.
-  command->parse_complete_callback([choice, name] {
+  // cannot use, bf16 on the CPU where it is a GPU's only, or packed weights on a GPU is one
+  // line and exit status 2.
+  command->parse_complete_callback([choice, name, bf16_on] {
     const ops::Device device = ops::parse_device(choice->device, "--device");
     ops::require_device(device, "--device", name);
     const bool cpu = device.kind == ops::Device::Kind::cpu;
-    if (ops::parse_precision(choice->precision, "--precision") == ops::Precision::bf16 && cpu)
-      fail("--precision: bf16 runs on a GPU (--device cuda); the CPU backend computes in fp32");
+    if (ops::parse_precision(choice->precision, "--precision") == ops::Precision::bf16 && cpu &&
+        bf16_on == Bf16On::gpu_only)
+      fail("--precision: bf16 here is the GPU's (--device cuda); on the CPU {} computes in fp32",
+           name);
     if (ops::parse_weight_type(choice->weight_type, "--weight-type") != ops::WeightType::f32 &&
         !cpu)
       fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",
@@ -50,8 +53,9 @@ const std::string& add_device_option(CLI::App* command, const std::string& name)
 }
 
 const DeviceChoice& add_device_and_precision_options(CLI::App* command, const std::string& name,
-                                                     const std::string& precision_help) {
-  return add_choice(command, name, Extra::precision, precision_help);
+                                                     const std::string& precision_help,
+                                                     Bf16On bf16_on) {
+  return add_choice(command, name, Extra::precision, precision_help, bf16_on);
 }
 
 const DeviceChoice& add_device_and_weight_type_options(CLI::App* command,

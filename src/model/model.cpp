@@ -29,12 +29,13 @@ Model<T>::Model(const ModelConfig& config, const ops::Backend<T>& backend, Initi
       backend_(backend) {
   weights_.reset(size_t(table_.total()));
   if (initial == InitialWeights::zero) backend_.fill(weights_.data(), table_.total(), T(0));
+  gemm_weights_ = backend_.gemm_weight_copies(weights_.data(), table_.total());
 }
 
 template <typename T>
 void Model<T>::init_weights(uint64_t seed) {
   SPS_ASSERT(!packed_);
-  ops::on_host(backend_, weights_.data(), size_t(table_.total()), ops::HostAccess::write,
+  ops::on_host(backend_, weights(), size_t(table_.total()), ops::HostAccess::write,
                [&](T* weights) { init_parameters(weights, table_, config_, seed); });
 }
 

@@ -5,6 +5,7 @@
 // for (batch, tokens) before the first step; a step does not allocate.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
@@ -90,8 +91,19 @@ class Model {
   const ops::Backend<T>& backend() const { return backend_; }
   // The flat parameter and gradient buffers, in the backend's memory. The gradients are
   // allocated by the first zero_grads, forward_backward or grads() (inference never does).
-  T* weights() { return weights_.data(); }
+  // Every write to the weights goes through a pointer from the non-const weights(), taken
+  // after the last forward: handing it out tells the backend's GEMM copies of the weights
+  // (bf16: backend.h GemmWeightCopies) that they changed, so the next GEMM converts them anew.
+  T* weights() {
+    if (gemm_weights_) gemm_weights_->changed();
+    return weights_.data();
+  }
   const T* weights() const { return weights_.data(); }
+  // Weight matrices the backend has converted for its GEMMs so far (0 where it reads the
+  // weights as they are): once per matrix per change of the weights.
+  int64_t gemm_weight_conversions() const {
+    return gemm_weights_ ? gemm_weights_->conversions() : 0;
+  }
   T* grads();
   const T* grads() const { return grads_.data(); }
 
@@ -184,6 +196,7 @@ class Model {
   ParamTable table_;
   const ops::Backend<T>& backend_;
   ops::DeviceBuffer<T> weights_{backend_}, grads_{backend_}, acts_{backend_};
+  std::unique_ptr<ops::GemmWeightCopies> gemm_weights_;           // null: the GEMMs read weights_
   ops::DeviceBuffer<T> rope_cos_{backend_}, rope_sin_{backend_};  // [T, D/2]
   SlotLayout layout_;                       // the step's layout, built on the host
   std::vector<int32_t> host_positions_;     // [B·S] position of every slot

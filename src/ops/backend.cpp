@@ -9,10 +9,7 @@
 namespace sps::ops {
 
 const Backend<float>& backend_for(const Device& device, Precision precision) {
-  if (device.kind == Device::Kind::cpu) {
-    SPS_ASSERT(precision == Precision::fp32);
-    return cpu_backend<float>();
-  }
+  if (device.kind == Device::Kind::cpu) return cpu_backend(precision);
   require_usable_device(device, "device");
 #if SPS_WITH_CUDA
   return cuda::backend(device.index, precision);

@@ -147,11 +147,36 @@ void on_host(const Memory& memory, E* data, size_t n, HostAccess access, Use&& u
     if (access != HostAccess::read) memory.upload(data, host.data(), n * sizeof(E));
 }
 
+// The weights of a model as a backend's GEMMs read them. A backend whose GEMMs take other
+// operands than the weights themselves (bf16 precision: rounded copies, in its GEMM's layout)
+// keeps a copy of each weight matrix inside [weights, weights + n) that its linear ops are
+// handed, made by the first GEMM that reads the matrix after changed() and reused until the
+// next changed(): once per optimizer step, however many micro-batches and GEMMs read it. The
+// owner of the weights calls changed() after every write to them (Model does, whenever its
+// weights are handed out for writing); a matrix outside every registered buffer is converted
+// by each GEMM that reads it. The copies go with this object.
+class GemmWeightCopies {
+ public:
+  virtual ~GemmWeightCopies() = default;
+  virtual void changed() = 0;
+  // Weight matrices converted so far (a count for the tests and benchmarks).
+  virtual int64_t conversions() const = 0;
+};
+
 // The ops of ops.h on one device, for element type T (the CUDA backend has float only).
 // Each has the contract, shapes and accumulation rules of its namesake in ops.h.
 template <typename T>
 class Backend : public Memory {
  public:
+  // Copies of the weights [n] at `weights` for this backend's GEMMs (GemmWeightCopies), or
+  // null where its GEMMs read the weights as they are.
+  virtual std::unique_ptr<GemmWeightCopies> gemm_weight_copies(const T* weights, int64_t n) const {
+    return nullptr;
+  }
+  // One line on how this backend's linear GEMMs run where that is worth saying (bf16 on the
+  // CPU: which path was chosen, and why), else empty.
+  virtual std::string describe_gemms() const { return ""; }
+
   // x[i] = value for i in [0, n)
   virtual void fill(T* x, int64_t n, T value) const = 0;
   // ops.h copy_rows: n rows of `width` elements between offsets (to, from: this memory too).
@@ -254,9 +279,12 @@ class Backend : public Memory {
 template <typename T>
 const Backend<T>& cpu_backend();
 
+// The CPU backend of float with GEMM operands of `precision` (ops.h Precision).
+const Backend<float>& cpu_backend(Precision precision);
+
 // The backend of `device` (float: the element type of every device) with GEMM operands of
-// `precision` (bf16: a GPU only; callers refuse it on the CPU first). For a GPU, makes it the
-// calling thread's current device. A UserError when this build or machine has no such device.
+// `precision`. For a GPU, makes it the calling thread's current device. A UserError when this
+// build or machine has no such device.
 const Backend<float>& backend_for(const Device& device, Precision precision = Precision::fp32);
 
 }  // namespace sps::ops

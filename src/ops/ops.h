@@ -15,9 +15,15 @@
 
 namespace sps::ops {
 
-// The operands of a backend's GEMMs and attention products: fp32, or rounded to bf16 for
-// tensor cores (sums, softmax, outputs, weights, optimizer state and every other op stay
-// fp32). bf16 runs on CUDA only; the ops below are fp32 or double.
+// The operands of a backend's GEMMs (system.precision, --precision), the same on every
+// backend. fp32: the operands as they are. bf16 (mixed precision, as the paper's autocast):
+// every linear layer's three GEMMs (forward, input gradient, weight gradient) and the tied LM
+// head's take their operands rounded to bf16 (util/float_formats.h) and sum their products in fp32 into
+// fp32 outputs; the master weights, gradients, AdamW moments, residual stream, norms, softmax,
+// loss and every other op stay fp32. The CPU rounds the weights once per change (once per
+// optimizer step: backend.h GemmWeightCopies); the CUDA backend rounds them in each GEMM (the
+// same numbers). Attention: fp32 on the CPU; its QKᵀ and PV products on bf16 tensor cores on
+// CUDA. The ops declared below are fp32 or double; the backends apply the precision.
 enum class Precision { fp32, bf16 };
 
 // ---- linear (BLAS GEMM) -------------------------------------------------------------

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "model/family.h"
 #include "model/flops.h"
 #include "model/model.h"
@@ -61,11 +63,24 @@ TrainPlan make_train_plan(const TrainConfig& config, int ranks) {
   p.weight_bytes = p.parameters * int64_t(sizeof(float));
   p.grad_bytes = p.weight_bytes;
   p.optimizer_bytes = 2 * p.parameters * int64_t(sizeof(float));
-  p.activation_bytes = planned_activation_bytes(
-      c, B, T,
-      config.system.recompute_activations ? ActivationPlanKind::training_recomputed
-                                          : ActivationPlanKind::training,
-      ops::parse_device(config.system.device, "system.device"));
+  const ops::Device device = ops::parse_device(config.system.device, "system.device");
+  p.activation_bytes = planned_activation_bytes(c, B, T,
+                                                config.system.recompute_activations
+                                                    ? ActivationPlanKind::training_recomputed
+                                                    : ActivationPlanKind::training,
+                                                device);
+  if (ops::parse_precision(config.system.precision, "system.precision") == ops::Precision::bf16 &&
+      device.kind == ops::Device::Kind::cpu) {
+    // 4 bytes per weight (fp32 rows rounded to bf16, or oneDNN's two bf16 layouts), and fp32
+    // rows for a GEMM's input (at most [rows, F]) and output gradient (at most [rows, 3d or
+    // 2F], or an LM-head chunk's [chunk, V]).
+    const int64_t rows = B * family_by_name(c.family).streams() * T;
+    const int64_t d = c.hidden_size, F = c.intermediate_size;
+    const int64_t widest_gradient =
+        std::max(rows * std::max(3 * d, 2 * F), lm_head_chunk_rows(device) * c.vocab_size);
+    p.bf16_copy_bytes =
+        int64_t(sizeof(float)) * (p.parameters + rows * std::max(d, F) + widest_gradient);
+  }
   return p;
 }
 
@@ -102,10 +117,11 @@ std::string describe_train_plan(const TrainConfig& config, const TrainPlan& p) {
   else
     line(fmt::format("lr            constant {}", config.optimizer.learning_rate));
   line(fmt::format("memory        {} per process: weights {}, grads {}, AdamW {}, activations {} "
-                   "(micro-batch {}{})",
+                   "(micro-batch {}{}){}",
                    gib(p.memory_bytes()), gib(p.weight_bytes), gib(p.grad_bytes),
                    gib(p.optimizer_bytes), gib(p.activation_bytes), t.micro_batch_size,
-                   config.system.recompute_activations ? ", recomputed per block" : ""));
+                   config.system.recompute_activations ? ", recomputed per block" : "",
+                   p.bf16_copy_bytes > 0 ? ", bf16 GEMM copies " + gib(p.bf16_copy_bytes) : ""));
   line(fmt::format("sampler       {} (chunks of {} windows, seed {}, start {})", t.sampler_type,
                    t.chunk_size_units, t.chunk_shuffle_seed, t.sampler_start_offset));
   line(fmt::format("validation    {} tokens at step 0, every {} tokens and at the end",

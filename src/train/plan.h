@@ -20,8 +20,11 @@ struct TrainPlan {
   int64_t parameters = 0;
   double flops_per_step = 0;       // forward + backward of every micro-batch, all processes
   int64_t weight_bytes = 0, grad_bytes = 0, optimizer_bytes = 0, activation_bytes = 0;
+  // bf16 on the CPU: the weights' GEMM copies and the rows each GEMM rounds its operands into
+  // (ops/cpu/linear_bf16.h); 0 in fp32.
+  int64_t bf16_copy_bytes = 0;
   int64_t memory_bytes() const {   // per process
-    return weight_bytes + grad_bytes + optimizer_bytes + activation_bytes;
+    return weight_bytes + grad_bytes + optimizer_bytes + activation_bytes + bf16_copy_bytes;
   }
 };
 

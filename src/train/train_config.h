@@ -60,7 +60,7 @@ struct SystemSettings {
   bool recompute_activations = false;  // per-block recomputation: less memory, one more forward
   std::string out_dir;  // the run folder; default runs/<recipe file name>
   std::string device = "cpu";  // where the run's ops run: cpu, cuda or cuda:N (--device)
-  std::string precision = "fp32";  // GEMM operands: fp32, or bf16 (on a GPU only)
+  std::string precision = "fp32";  // GEMM operands: fp32 or bf16 (ops.h Precision)
   // Several processes: gradients are summed in buckets of this size as the backward
   // finishes them (overlapping it on GPUs); PyTorch DDP's bucket_cap_mb and default.
   double all_reduce_bucket_mb = 25;

@@ -533,6 +533,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective, const Trai
 
   console.say(run_header(config, model, plan, accumulation, ranks));
   if (leader) report_documents_per_batch(config, data, ranks, resumed, console, metrics);
+  if (const std::string gemms = backend.describe_gemms(); !gemms.empty()) console.say(gemms);
   if (resumed && state.step >= config.total_steps()) return nothing_to_do(console, run_dir, state);
   if (resumed) {
     report_resume(console, resumed_from, state, leader);

@@ -1,7 +1,11 @@
 #pragma once
-// The 16-bit float formats weights are stored in: bf16 (fp32's upper half) and IEEE fp16.
-// Conversions from fp32 round to nearest, ties to even; NaN stays NaN; fp16 overflows to
-// infinity and keeps subnormals. Conversions to fp32 are exact.
+// The 16-bit float formats: bf16 (fp32's upper half: sign, the 8 exponent bits, 7 of the 23
+// mantissa bits) and IEEE fp16, for weights in files and packed weights, and bf16 as the
+// operands of bf16 precision (ops.h Precision::bf16; the GPU's copies in ops/cuda are the same
+// function bit for bit, tests/ops/test_bf16.cpp). Conversions from fp32 round to nearest, ties
+// to even; nothing is flushed (subnormals round to subnormals or a signed zero); values past
+// the largest finite round to infinity; a NaN stays a NaN of its sign with the quiet bit set.
+// Conversions to fp32 are exact.
 #include <bit>
 #include <cmath>
 #include <cstdint>

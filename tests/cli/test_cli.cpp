@@ -16,7 +16,8 @@ TEST(SpsCli, VersionNamesTheRevisionBuildAndLibraries) {
   std::string out;
   ASSERT_EQ(run_command(kSps + " --version", &out), 0);
   EXPECT_EQ(out.rfind("sps 0.", 0), 0u) << out;
-  for (const char* line : {"\nrevision ", "\nbuild ", "\nblas OpenBLAS ", "\ncpu kernels: ", "\ncuda "})
+  for (const char* line : {"\nrevision ", "\nbuild ", "\nblas OpenBLAS ", "\ncpu kernels: ",
+                           "\ncpu bf16 GEMMs: ", "\ncuda "})
     EXPECT_NE(out.find(line), std::string::npos) << line << " missing in:\n" << out;
   // Built from a git checkout, the revision is the HEAD the binary was built at.
   std::string head;
@@ -73,18 +74,41 @@ TEST(SpsCli, DeviceThatCannotRunIsOneLineAndStatus2) {
   EXPECT_EQ(run_command(kSps + " train --config " + recipe + " --device cpu --dry-run 2>&1", &out),
             0)
       << out;
-  // bf16 GEMM operands are a GPU's: the CPU refuses them before any work.
+  // bf16 GEMM operands run on the CPU too; the tensor-core attention is a GPU's alone.
   const std::string train_cmd = kSps + " train --config " + recipe;
-  EXPECT_EQ(run_command(train_cmd + " system.precision=bf16 --dry-run 2>&1", &out), 2);
-  EXPECT_EQ(out, "sps: " + recipe +
-                     ": system.precision: bf16 runs on a GPU (system.device=cuda); the CPU backend "
-                     "computes in fp32\n");
+  EXPECT_EQ(run_command(train_cmd + " system.precision=bf16 --dry-run 2>&1", &out), 0) << out;
   EXPECT_EQ(run_command(train_cmd + " system.precision=fp16 --dry-run 2>&1", &out), 2);
   EXPECT_EQ(out, "sps: " + recipe +
                      ": system.precision: 'fp16' is not a precision; expected fp32 or bf16\n");
   EXPECT_EQ(run_command(kSps + " bench attention --precision bf16 2>&1", &out), 2);
-  EXPECT_EQ(out, "sps: --precision: bf16 runs on a GPU (--device cuda); the CPU backend computes "
-                 "in fp32\n");
+  EXPECT_EQ(out, "sps: --precision: bf16 here is the GPU's (--device cuda); on the CPU sps bench "
+                 "attention computes in fp32\n");
+  EXPECT_EQ(run_command(kSps + " bench gemm --precision fp16 2>&1", &out), 2);
+  EXPECT_EQ(out, "sps: --precision: 'fp16' is not a precision; expected fp32 or bf16\n");
+}
+
+// bf16 on the CPU: the step and the GEMM benchmarks say which path the GEMMs take (the line
+// `sps --version` prints) and run it; the step allocates nothing per step.
+TEST(SpsCli, Bf16BenchmarksRunOnTheCpuAndNameTheirPath) {
+  std::string version, out;
+  ASSERT_EQ(run_command(kSps + " --version", &version), 0);
+  const size_t at = version.find("\ncpu bf16 GEMMs: ");
+  ASSERT_NE(at, std::string::npos) << version;
+  const std::string path = version.substr(at + 5, version.find('\n', at + 1) - at - 5);
+  ASSERT_EQ(run_command(kSps + " bench step --config " SPS_SOURCE_DIR
+                               "/configs/models/micro.yaml --batch 2 --warmup 1 --steps 1 "
+                               "--precision bf16 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(" threads, bf16, median of "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n  " + path + "\n"), std::string::npos) << path << " not in:\n" << out;
+  EXPECT_NE(out.find("allocations per step 0\n"), std::string::npos) << out;
+  ASSERT_EQ(run_command(kSps + " bench gemm --precision bf16 --size 64 --repeats 1 2>&1", &out), 0)
+      << out;
+  EXPECT_EQ(out.rfind(path + "\noneDNN 2.", 0), 0u) << out;
+  EXPECT_NE(out.find("\n64×64×64 "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n64×768×2304 "), std::string::npos) << out;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <random>
 #include <vector>
 
+#include "bf16_reference.h"
 #include "gradcheck.h"
 #include "ops/ops.h"
 #include "ops/token_rows.h"
@@ -182,25 +183,7 @@ TEST(EmulatedLayerKernels, CrossEntropyForwardAndBackwardInPlaceMatchTheCpu) {
 namespace sps {
 namespace {
 
-// x rounded to the nearest bf16 by comparing the two bf16 values around it in double (ties
-// to the even one): written apart from the kernel's bit arithmetic. Not for NaN or for
-// values within half a step of the largest float.
-uint16_t nearest_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  const uint32_t below = u >> 16, above = below + 1;  // toward zero, and one step away
-  if (std::isinf(x)) return uint16_t(below);
-  const auto value = [](uint32_t bits) {
-    const uint32_t w = bits << 16;
-    float f;
-    std::memcpy(&f, &w, 4);
-    return double(f);
-  };
-  const double d_below = std::fabs(double(x) - value(below)),
-               d_above = std::fabs(value(above) - double(x));
-  if (d_below != d_above) return uint16_t(d_below < d_above ? below : above);
-  return uint16_t(below % 2 == 0 ? below : above);
-}
+using testing::nearest_bf16;
 
 TEST(EmulatedLayerKernels, FillAddAndBf16CopiesMatchTheHost) {
   namespace elementwise = ops::cuda::elementwise;

@@ -1,13 +1,16 @@
 // The CPU backend: host memory (64-byte aligned, untouched pages never faulted in) and the
-// ops of ops/cpu.
+// ops of ops/cpu; in bf16 precision (float only) its linears are those of linear_bf16.h.
 #include "ops/backend.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
+#include "ops/cpu/linear_bf16.h"
 #include "ops/ops.h"
+#include "util/error.h"
 
 namespace sps::ops {
 
@@ -16,6 +19,18 @@ namespace {
 template <typename T>
 class CpuBackend final : public Backend<T> {
  public:
+  explicit CpuBackend(Precision precision = Precision::fp32) : bf16_(precision == Precision::bf16) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+    SPS_ASSERT((!bf16_ || std::is_same_v<T, float>));
+  }
+  std::unique_ptr<GemmWeightCopies> gemm_weight_copies(const T* weights, int64_t n) const override {
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16_) return cpu::bf16_weight_copies(weights, n);
+    return nullptr;
+  }
+  std::string describe_gemms() const override {
+    return bf16_ ? cpu::bf16_gemm_choice().description : "";
+  }
   Device device() const override { return {}; }
   bool host_accessible() const override { return true; }
   void* allocate(size_t bytes) const override {
@@ -45,19 +60,31 @@ class CpuBackend final : public Backend<T> {
   void linear_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
                       int64_t out_dim, bool accumulate, int64_t ld_in,
                       int64_t ld_out) const override {
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16_)
+        return cpu::linear_forward_bf16(cpu::bf16_gemm_choice().path, out, in, weight, rows, in_dim,
+                                        out_dim, accumulate, ld_in, ld_out);
     ops::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, ld_in, ld_out);
   }
   void linear_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight,
                        int64_t rows, int64_t in_dim, int64_t out_dim, bool accumulate_din,
                        int64_t ld_in, int64_t ld_dout) const override {
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16_)
+        return cpu::linear_backward_bf16(cpu::bf16_gemm_choice().path, din, dweight, dout, in,
+                                         weight, rows, in_dim, out_dim, accumulate_din, ld_in,
+                                         ld_dout);
     ops::linear_backward(din, dweight, dout, in, weight, rows, in_dim, out_dim, accumulate_din,
                          ld_in, ld_dout);
   }
+  // bf16: a decode step's GEMMs on bf16 operands too (as on CUDA), through the same path.
   void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
                              int64_t out_dim, bool accumulate) const override {
+    if (bf16_) return linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, 0, 0);
     ops::linear_decode_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
   }
-  int64_t packed_panel_rows() const override { return ops::packed_panel_rows<T>(); }
+  // In bf16 precision the weights keep their rows: the GEMMs read the bf16 copies.
+  int64_t packed_panel_rows() const override { return bf16_ ? 0 : ops::packed_panel_rows<T>(); }
   int64_t packed_weight_bytes(WeightType type, int64_t in_dim, int64_t out_dim) const override {
     return ops::packed_weight_bytes<T>(type, in_dim, out_dim);
   }
@@ -136,6 +163,9 @@ class CpuBackend final : public Backend<T> {
     ops::adamw_update(weights, grads, m, v, ranges, step);
   }
   double sum_squares(const T* x, int64_t n) const override { return ops::sum_squares(x, n); }
+
+ private:
+  bool bf16_;
 };
 
 }  // namespace
@@ -148,5 +178,11 @@ const Backend<T>& cpu_backend() {
 
 template const Backend<float>& cpu_backend<float>();
 template const Backend<double>& cpu_backend<double>();
+
+const Backend<float>& cpu_backend(Precision precision) {
+  if (precision == Precision::fp32) return cpu_backend<float>();
+  static const CpuBackend<float> bf16(Precision::bf16);
+  return bf16;
+}
 
 }  // namespace sps::ops
