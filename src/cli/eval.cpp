@@ -3,369 +3,55 @@
 // Tasks: `val` / `val:PATH` (validation NLL on a token file with the trainer's fixed seeded
 // windows), `corpus:NAME=PATH` (rolling NLL, nats per whitespace word), and the zero-shot
 // tasks arc_easy, hellaswag, piqa, sciq, lambada_openai (files given with --task-file
-// NAME=PATH) and the local suite's cloze and continuation. See docs/evaluation.md.
-#include <chrono>
-#include <cmath>
+// NAME=PATH) and the local suite's cloze and continuation. See docs/evaluation.md; the work
+// is eval::evaluate (eval/evaluate.h).
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <functional>
-#include <map>
-#include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/model_files.h"
-#include "data/token_file.h"
-#include "eval/corpus.h"
-#include "eval/rolling.h"
-#include "eval/tasks.h"
-#include "model/config.h"
-#include "model/model.h"
-#include "model/weights_io.h"
+#include "eval/evaluate.h"
 #include "tokenizer/bpe.h"
-#include "train/checkpoint.h"
-#include "train/train_config.h"
-#include "train/trainer.h"
 #include "util/atomic_file.h"
-#include "util/error.h"
-#include "util/progress.h"
-#include "util/sps_home.h"
-#include "util/yaml_config.h"
 
 namespace sps::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 struct EvalArgs {
   std::string checkpoint, weights, config, tokenizer, tasks, suite, out, scoring = "shared";
   std::vector<std::string> task_files;
-  int64_t batch = 8;
-  int64_t limit = 0;
-  int64_t val_tokens = -1;
-  int64_t corpus_bytes = 0;
-  bool quiet = false;
+  eval::EvalOptions options;
   const DeviceChoice* on = nullptr;  // --device and --weight-type, read after parsing
 };
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The recipe's data and validation settings when the config is a whole training recipe; a
-// bare model config has none, and a recipe with an error is reported, not ignored.
-std::unique_ptr<TrainConfig> recipe_of(const LoadedModel& m) {
-  if (!m.config_doc["training"] && !m.config_doc["data"]) return nullptr;
-  return std::make_unique<TrainConfig>(load_train_config(m.config_path, {}));
-}
-
-struct ValResult {
-  double nll = 0, seconds = 0, tokens_per_second = 0;
-  int64_t windows = 0, tokens = 0;
-  std::string path;
-};
-
-ValResult run_val(Model<float>& model, const std::string& path, const std::string& dtype_name,
-                  int64_t total_tokens, uint64_t seed, int64_t batch, bool quiet) {
-  const int64_t T = model.config().block_size, V = model.config().vocab_size;
-  TokenDType dtype = TokenDType::uint16;
-  if (!dtype_name.empty()) {
-    dtype = token_dtype_from_name(dtype_name, "dtype");
-  } else {
-    const DatasetMeta meta = read_dataset_meta(fs::path(path).parent_path().string());
-    if (!meta.dtype.empty()) dtype = token_dtype_from_name(meta.dtype, meta.path + ": dtype");
-    else if (V > 65536) dtype = TokenDType::uint32;
-  }
-  const TokenFile file(path, dtype);
-  if (file.size() < T + 1)
-    fail("{}: {} tokens, fewer than one window of block_size + 1 = {}", path, file.size(), T + 1);
-  const auto starts = validation_windows(file.size(), T, total_tokens, seed);
-  std::vector<int32_t> x(size_t(batch * T)), y(size_t(batch * T)), row(size_t(T + 1));
-  ProgressReporter progress("val", progress_in("windows", quiet));
-  const auto t0 = Clock::now();
-  model.reserve(batch, T, /*training=*/false);
-  const double nll = pooled_nll(model, file, starts, batch, x, y, row, progress.callback());
-  ValResult v;
-  v.path = path;
-  v.seconds = seconds_since(t0);
-  v.nll = finite_or_fail(nll, path + ": validation NLL");
-  v.windows = int64_t(starts.size());
-  v.tokens = v.windows * T;
-  v.tokens_per_second = v.seconds > 0 ? double(v.tokens) / v.seconds : 0;
-  return v;
-}
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t b = 0;
-  while (b <= s.size()) {
-    size_t e = s.find(',', b);
-    if (e == std::string::npos) e = s.size();
-    std::string item = s.substr(b, e - b);
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (!item.empty()) out.push_back(item);
-    b = e + 1;
-  }
-  return out;
-}
-
-std::pair<std::string, std::string> name_path(const std::string& spec, const std::string& what) {
-  const size_t eq = spec.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-    fail("{} \"{}\": expected NAME=PATH", what, spec);
-  return {spec.substr(0, eq), spec.substr(eq + 1)};
-}
-
-// --corpus-bytes: the corpus's first documents up to `budget` bytes of text, the last one cut
-// at white space (quick runs; the numbers are then those of that prefix).
-void cap_corpus_bytes(std::vector<eval::CorpusDocument>& docs, int64_t budget) {
-  for (size_t i = 0; i < docs.size(); ++i) {
-    std::string& text = docs[i].text;
-    if (int64_t(text.size()) < budget) {
-      budget -= int64_t(text.size());
-      continue;
-    }
-    size_t cut = text.find_last_of(" \t\n", size_t(budget));
-    if (cut == std::string::npos || cut == 0) cut = size_t(budget);
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8
-    text.resize(cut);
-    docs.resize(text.empty() ? i : i + 1);
-    return;
-  }
-}
-
-std::string suite_dir() { return sps_home() + "/eval-suite"; }
-
-// The tasks to run, in order, and the files of the zero-shot ones; every task is checked
-// before the model loads.
-struct TaskList {
-  std::vector<std::string> tasks;
-  std::map<std::string, std::string> files;
-};
-
-bool is_val_task(const std::string& t) {
-  return t == "val" || t == "val?" || t.rfind("val:", 0) == 0;
-}
-
-// --suite local: the recipe's val.bin (when there is one), the local corpora that are
-// present, the held-out edu documents, cloze and continuation.
-void add_local_suite(TaskList& list, bool quiet) {
-  const std::string corpora = sps_home() + "/corpora", dir = suite_dir();
-  std::error_code ec;
-  if (!fs::exists(dir + "/cloze.jsonl", ec))
-    fail("{}: the local suite is not built; run scripts/build-eval-suite.sh", dir);
-  std::vector<std::string> suite = {"val?"};
-  for (const char* name : {"brown", "kjv", "gcide"}) {
-    const std::string path = corpora + "/" + name + ".jsonl";
-    if (fs::exists(path, ec))
-      suite.push_back(fmt::format("corpus:{}={}", name, path));
-    else if (!quiet)
-      std::fprintf(stderr, "sps eval: %s not found, corpus %s skipped (scripts/get-corpora.sh)\n",
-                   path.c_str(), name);
-  }
-  suite.push_back("corpus:edu_heldout=" + dir + "/edu_heldout.jsonl");
-  suite.push_back("cloze");
-  suite.push_back("continuation");
-  list.tasks.insert(list.tasks.begin(), suite.begin(), suite.end());
-  list.files.try_emplace("cloze", dir + "/cloze.jsonl");
-  list.files.try_emplace("continuation", dir + "/continuation.jsonl");
-}
-
-TaskList task_list(const EvalArgs& a) {
-  TaskList list;
-  list.tasks = split_list(a.tasks);
+void run_eval(EvalArgs& a) {
+  eval::EvalOptions& options = a.options;
+  options.scoring = eval::scoring_from_name(a.scoring);
+  options.tasks = eval::split_task_list(a.tasks);
   for (const auto& spec : a.task_files) {
-    const auto [name, path] = name_path(spec, "--task-file");
-    if (!eval::is_task_name(name))
-      fail("--task-file {}: unknown task \"{}\" (known: arc_easy, hellaswag, piqa, sciq, "
-           "lambada_openai, cloze, continuation)",
-           spec, name);
-    list.files[name] = path;
+    const auto [name, path] = eval::name_path(spec, "--task-file");
+    options.task_files[name] = path;
   }
-  if (!a.suite.empty()) {
-    if (a.suite != "local") fail("--suite {}: the only suite is \"local\"", a.suite);
-    add_local_suite(list, a.quiet);
-  }
-  if (list.tasks.empty()) fail("give --tasks LIST or --suite local");
-  for (const auto& t : list.tasks) {
-    if (is_val_task(t)) continue;
-    if (t.rfind("corpus:", 0) == 0) {
-      name_path(t.substr(7), "corpus");
-      continue;
-    }
-    if (!eval::is_task_name(t))
-      fail("unknown task \"{}\" (val, val:PATH, corpus:NAME=PATH, arc_easy, hellaswag, piqa, sciq, "
-           "lambada_openai, cloze, continuation)",
-           t);
-    if (!list.files.count(t)) fail("task {} needs its file: --task-file {}=PATH", t, t);
-  }
-  return list;
-}
-
-// What the tasks found: the JSON written by --out, the printed table's rows, and the
-// numbers the summary averages.
-struct EvalReport {
-  nlohmann::ordered_json results;
-  std::vector<std::array<std::string, 4>> table;  // task, metric, value, detail
-  double val_nll = NAN;
-  std::vector<double> corpus_nll, task_acc;
-};
-
-// Everything a task needs besides its own name.
-struct EvalContext {
-  const EvalArgs& args;
-  const LoadedModel& loaded;
-  const TrainConfig* recipe;  // null for a bare model config
-  std::function<const BpeTokenizer&()> tokenizer;  // loaded on first use
-  eval::Scoring scoring;
-};
-
-void eval_val(const EvalContext& e, const std::string& t, EvalReport& report) {
-  std::string path = t.rfind("val:", 0) == 0 ? t.substr(4) : "";
-  if (path.empty() && e.recipe) path = e.recipe->data.val_bin;
-  if (path.empty()) {
-    if (t == "val?") return;  // the suite without a recipe's val.bin
-    fail("task val: {} names no val.bin; use val:PATH", e.loaded.config_path);
-  }
-  const EvalArgs& a = e.args;
-  const int64_t total = a.val_tokens > 0 ? a.val_tokens
-                         : e.recipe       ? e.recipe->training.eval_total_tokens
-                                          : 10000000;
-  const uint64_t seed = e.recipe ? uint64_t(e.recipe->training.eval_seed) : 42;
-  const std::string dtype = e.recipe && t.rfind("val:", 0) != 0 ? e.recipe->data.dtype : "";
-  const ValResult v = run_val(*e.loaded.model, path, dtype, total, seed, a.batch, a.quiet);
-  report.val_nll = v.nll;
-  report.results["val"] = {{"path", v.path}, {"nll", v.nll}, {"windows", v.windows},
-                           {"tokens", v.tokens}, {"seconds", v.seconds},
-                           {"tokens_per_second", v.tokens_per_second}};
-  report.table.push_back(
-      {"val", "NLL", fmt::format("{:.4f}", v.nll),
-       fmt::format("{} windows, {:.0f} tokens/s", v.windows, v.tokens_per_second)});
-}
-
-void eval_corpus(const EvalContext& e, const std::string& t, EvalReport& report) {
-  const EvalArgs& a = e.args;
-  const auto [name, path] = name_path(t.substr(7), "corpus");
-  auto docs = eval::read_corpus(path);
-  if (a.limit > 0 && int64_t(docs.size()) > a.limit) docs.resize(size_t(a.limit));
-  if (a.corpus_bytes > 0) cap_corpus_bytes(docs, a.corpus_bytes);
-  ProgressReporter progress("corpus " + name, progress_in("windows", a.quiet));
-  const auto t0 = Clock::now();
-  const eval::CorpusScore s =
-      eval::score_corpus(*e.loaded.model, e.tokenizer(), docs, a.batch, progress.callback());
-  finite_or_fail(s.loglik, path + ": corpus log-likelihood");
-  const double secs = seconds_since(t0);
-  report.corpus_nll.push_back(s.nats_per_word());
-  report.results["corpus"][name] = {{"path", path},
-                                    {"nats_per_word", s.nats_per_word()},
-                                    {"nll_per_token", s.nll_per_token()},
-                                    {"bits_per_byte", s.bits_per_byte()},
-                                    {"word_perplexity", std::exp(s.nats_per_word())},
-                                    {"documents", s.documents},
-                                    {"tokens", s.tokens},
-                                    {"words", s.words},
-                                    {"bytes", s.bytes},
-                                    {"loglik", s.loglik},
-                                    {"seconds", secs},
-                                    {"tokens_per_second", secs > 0 ? double(s.tokens) / secs : 0}};
-  report.table.push_back({"corpus:" + name, "nats/word", fmt::format("{:.4f}", s.nats_per_word()),
-                          fmt::format("{:.4f} nats/token, {:.4f} bits/byte, {} docs",
-                                      s.nll_per_token(), s.bits_per_byte(), s.documents)});
-}
-
-void eval_zero_shot(const EvalContext& e, const std::string& t, const std::string& file,
-                    EvalReport& report) {
-  const eval::TaskData data = eval::load_task(t, file, e.args.limit);
-  ProgressReporter progress(t, progress_in("items", e.args.quiet));
-  const eval::TaskResult r = eval::run_task(*e.loaded.model, e.tokenizer(), data, e.args.batch,
-                                            progress.callback(), e.scoring);
-  report.task_acc.push_back(data.lambada ? r.acc : r.acc_norm);
-  nlohmann::ordered_json j = {{"path", data.path}, {"items", r.items}};
-  if (data.lambada) {
-    j["acc"] = r.acc;
-    j["perplexity"] = r.perplexity;
-  } else {
-    j["acc"] = r.acc;
-    j["acc_norm"] = r.acc_norm;
-  }
-  j["scoring"] = eval::scoring_name(e.scoring);
-  j["seconds"] = r.seconds;
-  j["items_per_second"] = r.items_per_second();
-  report.results["tasks"][t] = j;
-  if (data.lambada)
-    report.table.push_back({t, "exact match", fmt::format("{:.4f}", r.acc),
-                            fmt::format("ppl {:.2f}, {} items, {:.1f} items/s", r.perplexity,
-                                        r.items, r.items_per_second())});
-  else
-    report.table.push_back({t, "acc_norm", fmt::format("{:.4f}", r.acc_norm),
-                            fmt::format("acc {:.4f}, {} items, {:.1f} items/s", r.acc, r.items,
-                                        r.items_per_second())});
-}
-
-// Adds the summary (means of what ran) to the results; returns the printed tables.
-std::string summarize(EvalReport& report) {
-  const auto mean = [](const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return v.empty() ? NAN : s / double(v.size());
-  };
-  nlohmann::ordered_json summary;
-  if (!std::isnan(report.val_nll)) summary["val_nll"] = report.val_nll;
-  if (!report.corpus_nll.empty()) summary["corpus_nll"] = mean(report.corpus_nll);
-  if (!report.task_acc.empty()) summary["task_accuracy"] = mean(report.task_acc);
-  report.results["summary"] = summary;
-
-  std::string md = "| task | metric | value | detail |\n|---|---|---|---|\n";
-  for (const auto& r : report.table)
-    md += fmt::format("| {} | {} | {} | {} |\n", r[0], r[1], r[2], r[3]);
-  md += "\n| val NLL | Corpus NLL | Task Accuracy |\n|---|---|---|\n";
-  const auto cell = [&](const char* key) {
-    return summary.contains(key) ? fmt::format("{:.4f}", summary[key].get<double>()) : std::string("–");
-  };
-  md += fmt::format("| {} | {} | {} |\n", cell("val_nll"), cell("corpus_nll"), cell("task_accuracy"));
-  return md;
-}
-
-void run_eval(const EvalArgs& a) {
-  if (a.batch < 1) fail("--batch must be at least 1");
-  const eval::Scoring scoring = eval::scoring_from_name(a.scoring);
-  const TaskList list = task_list(a);
+  options.suite = a.suite;
+  const eval::EvalPlan plan = eval::plan_evaluation(options);
 
   const LoadedModel m =
       load_model(a.checkpoint, a.weights, a.config, *a.on);
-  const auto recipe = recipe_of(m);
   std::unique_ptr<BpeTokenizer> tokenizer;
-  const EvalContext context{a, m, recipe.get(),
-                            [&]() -> const BpeTokenizer& {
-                              if (!tokenizer)
-                                tokenizer = std::make_unique<BpeTokenizer>(
-                                    load_tokenizer(a.tokenizer, m));
-                              return *tokenizer;
-                            },
-                            scoring};
-
-  EvalReport report;
-  report.results["checkpoint"] = m.weights_path;
-  report.results["config"] = m.config_path;
-  report.results["family"] = m.model->config().family;
-  report.results["block_size"] = m.model->config().block_size;
-  for (const auto& t : list.tasks) {
-    if (is_val_task(t))
-      eval_val(context, t, report);
-    else if (t.rfind("corpus:", 0) == 0)
-      eval_corpus(context, t, report);
-    else
-      eval_zero_shot(context, t, list.files.at(t), report);
-  }
-  const std::string md = summarize(report);
-  std::fputs(md.c_str(), stdout);
+  const eval::EvalModel model{
+      *m.model, m.weights_path, m.config_path, m.config_doc, [&]() -> const BpeTokenizer& {
+        if (!tokenizer) tokenizer = std::make_unique<BpeTokenizer>(load_tokenizer(a.tokenizer, m));
+        return *tokenizer;
+      }};
+  const eval::EvalResults results = eval::evaluate(model, plan, options);
+  std::fputs(results.tables.c_str(), stdout);
   if (!a.out.empty()) {
-    write_file_atomically(a.out, report.results.dump(2) + "\n");
+    write_file_atomically(a.out, results.results.dump(2) + "\n");
     const fs::path md_path = fs::path(a.out).replace_extension(".md");
-    write_file_atomically(md_path.string(), md);
+    write_file_atomically(md_path.string(), results.tables);
   }
 }
 
@@ -384,18 +70,20 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--task-file", a->task_files, "NAME=PATH of a task's JSON Lines file (repeatable)");
   cmd->add_option("--suite", a->suite, "local: the suite built by scripts/build-eval-suite.sh");
   cmd->add_option("--out", a->out, "results JSON (a markdown table is written beside it)");
-  cmd->add_option("--batch", a->batch, "rows per forward")->capture_default_str();
+  cmd->add_option("--batch", a->options.batch, "rows per forward")->capture_default_str();
   cmd->add_option("--scoring", a->scoring,
                   "zero-shot choices: shared (one context pass per item, each choice in one "
                   "extend of its cached copy) or naive (one full pass per choice); the same "
                   "numbers, shared is faster (docs/performance.md)")
       ->capture_default_str();
-  cmd->add_option("--limit", a->limit, "first N items of each task and documents of each corpus (0 = all)");
-  cmd->add_option("--corpus-bytes", a->corpus_bytes,
+  cmd->add_option("--limit", a->options.limit,
+                  "first N items of each task and documents of each corpus (0 = all)");
+  cmd->add_option("--corpus-bytes", a->options.corpus_bytes,
                   "score only each corpus's first N bytes of text (cut at white space; 0 = all)");
-  cmd->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the recipe's eval_total_tokens)")
+  cmd->add_option("--val-tokens", a->options.val_tokens,
+                  "validation tokens (default: the recipe's eval_total_tokens)")
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--quiet", a->quiet, "no progress lines");
+  cmd->add_flag("--quiet", a->options.quiet, "no progress lines");
   a->on = &add_device_and_weight_type_options(cmd, "sps eval");
   cmd->callback([a] { run_eval(*a); });
 }

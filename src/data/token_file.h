@@ -25,6 +25,8 @@ class TokenFile {
   const std::string& path() const { return path_; }
   TokenDType dtype() const { return dtype_; }
   int64_t size() const { return tokens_; }  // in tokens
+  // The mapped tokens (size() of the dtype's width), read-only, valid while the file is open.
+  const void* data() const { return data_; }
 
   uint32_t at(int64_t i) const {
     return dtype_ == TokenDType::uint16 ? uint32_t(static_cast<const uint16_t*>(data_)[i])

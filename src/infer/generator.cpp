@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "infer/text_stream.h"
-#include "model/decoder.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 
@@ -29,116 +27,147 @@ Generator::Generator(Model<float>& model, const BpeTokenizer* tokenizer, Generat
     fail("stop strings need a tokenizer");
 }
 
-std::vector<Generation> Generator::generate_text(const std::vector<std::string>& prompts,
-                                                 const TextCallback& on_text) {
+std::vector<std::vector<int32_t>> Generator::encode(const std::vector<std::string>& prompts) const {
   if (!tokenizer_) fail("text prompts need a tokenizer");
   std::vector<std::vector<int32_t>> ids(prompts.size());
   for (size_t r = 0; r < prompts.size(); ++r)
     for (uint32_t id : tokenizer_->encode(prompts[r])) ids[r].push_back(int32_t(id));
-  return generate(ids, on_text);
+  return ids;
+}
+
+std::vector<Generation> Generator::generate_text(const std::vector<std::string>& prompts,
+                                                 const TextCallback& on_text) {
+  return generate(encode(prompts), on_text);
 }
 
 std::vector<Generation> Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
                                             const TextCallback& on_text) {
-  const ModelConfig& c = model_.config();
-  const int64_t B = int64_t(prompts.size()), V = c.vocab_size, N = options_.max_new_tokens;
-  stats_ = {};
+  GenerationRun run(*this, prompts);
+  while (!run.done())
+    for (const GeneratedToken& t : run.step())
+      if (!t.text.empty() && on_text) on_text(t.row, t.text);
+  stats_ = run.stats();
+  return run.results();
+}
+
+GenerationRun::GenerationRun(Generator& generator, const std::vector<std::vector<int32_t>>& prompts)
+    : generator_(generator) {
+  const GenerationOptions& options = generator.options_;
+  const ModelConfig& c = generator.model_.config();
+  const int64_t B = int64_t(prompts.size()), V = c.vocab_size, N = options.max_new_tokens;
   stats_.batch = B;
-  std::vector<Generation> out(B);
-  if (B == 0) return out;
+  out_.resize(B);
+  done_ = B == 0;
+  if (done_) return;
 
   int64_t P = 1;
   for (int64_t b = 0; b < B; ++b) {
-    std::vector<int32_t>& prompt = out[b].prompt;
+    std::vector<int32_t>& prompt = out_[b].prompt;
     prompt = prompts[b].empty() ? std::vector<int32_t>{c.eos_token_id} : prompts[b];
     for (int32_t id : prompt)
       if (id < 0 || id >= V || id == c.pad_token_id || id == c.predict_token_id)
         fail("prompt {}: id {} cannot be fed (ids are in [0, {}), not PAD {} or PREDICT {})", b, id,
              V, c.pad_token_id, c.predict_token_id);
     if (int64_t(prompt.size()) > c.block_size) {
-      if (!options_.truncate_left)
+      if (!options.truncate_left)
         fail("prompt {} is {} tokens, longer than the model's context of {} tokens "
              "(model.block_size); shorten it or truncate it on the left (--truncate left)",
              b, prompt.size(), c.block_size);
       prompt.erase(prompt.begin(), prompt.end() - c.block_size);
-      out[b].truncated = true;
+      out_[b].truncated = true;
     }
     P = std::max<int64_t>(P, int64_t(prompt.size()));
     stats_.prompt_tokens += int64_t(prompt.size());
   }
-  if (N == 0) return out;
+  done_ = N == 0;
+  if (done_) return;
 
   std::vector<int32_t> padded(B * P, c.pad_token_id);
   for (int64_t b = 0; b < B; ++b)
-    std::copy(out[b].prompt.begin(), out[b].prompt.end(), padded.begin() + b * P + P - out[b].prompt.size());
+    std::copy(out_[b].prompt.begin(), out_[b].prompt.end(),
+              padded.begin() + b * P + P - out_[b].prompt.size());
 
   DecoderShape shape;
   shape.batch = B;
   shape.max_prompt_tokens = P;
   shape.max_new_tokens = N;  // N − 1 steps are needed; one spare keeps the bound simple
-  shape.prefill_rows = options_.prefill_rows;
-  Decoder<float> decoder(model_, shape);
-  std::vector<TextStream> streams;
-  std::vector<Rng> rngs;
+  shape.prefill_rows = options.prefill_rows;
+  decoder_ = std::make_unique<Decoder<float>>(generator.model_, shape);
   for (int64_t b = 0; b < B; ++b) {
-    streams.emplace_back(options_.stop_strings);
-    rngs.push_back(TokenSampler::row_rng(options_.sampling.seed, b));
+    streams_.emplace_back(options.stop_strings);
+    rngs_.push_back(TokenSampler::row_rng(options.sampling.seed, b));
   }
-  const std::vector<const TokenSampler*> samplers(B, &sampler_);  // one for every row
-  std::vector<Rng*> row_rngs;
-  for (Rng& rng : rngs) row_rngs.push_back(&rng);
-  std::vector<uint8_t> done(B, 0);
-  std::vector<int32_t> next(B, 0);
+  samplers_.assign(B, &generator.sampler_);
+  for (Rng& rng : rngs_) row_rngs_.push_back(&rng);
+  row_done_.assign(B, 0);
+  next_.assign(B, 0);
+  texts_.resize(B);
 
-  double t0 = now_seconds();
-  decoder.prefill(padded.data(), P);
-  model_.release_activations();  // decoding needs only the weights and the cache
-  stats_.prefill_seconds = now_seconds() - t0;
-  t0 = now_seconds();
-  auto emit = [&](int64_t b, const std::string& piece) {
-    if (!piece.empty() && on_text) on_text(b, piece);
-  };
-  for (int64_t produced = 0;; ++produced) {
-    int64_t active = 0;
-    TokenSampler::next_tokens(decoder, B, samplers.data(), row_rngs.data(), next.data(),
-                              done.data());
-    for (int64_t b = 0; b < B; ++b) {
-      if (done[b]) continue;
-      const int32_t token = next[b];
-      Generation& g = out[b];
-      g.tokens.push_back(token);
-      ++stats_.generated_tokens;
-      if (token == c.eos_token_id && options_.stop_at_eos) {
-        g.stop_reason = StopReason::eos;
-        done[b] = 1;
-      } else if (tokenizer_) {
-        const uint32_t id = uint32_t(token);
-        emit(b, streams[b].push(tokenizer_->decode({&id, 1})));
-        if (streams[b].stopped()) {
-          g.stop_reason = StopReason::stop_string;
-          done[b] = 1;
-        }
-      }
-      if (!done[b] && int64_t(g.tokens.size()) >= N) {
-        g.stop_reason = StopReason::length;
-        done[b] = 1;
-      }
-      if (done[b]) {
-        emit(b, streams[b].finish());
-        g.text = streams[b].text();
-      } else {
-        ++active;
-      }
-    }
-    if (active == 0) break;
+  const double t0 = now_seconds();
+  decoder_->prefill(padded.data(), P);
+  generator.model_.release_activations();  // decoding needs only the weights and the cache
+  decode_start_ = now_seconds();
+  stats_.prefill_seconds = decode_start_ - t0;
+}
+
+const std::vector<GeneratedToken>& GenerationRun::step() {
+  SPS_ASSERT(!done_);
+  const GenerationOptions& options = generator_.options_;
+  const BpeTokenizer* tokenizer = generator_.tokenizer_;
+  const ModelConfig& c = generator_.model_.config();
+  const int64_t B = int64_t(out_.size()), V = c.vocab_size;
+  if (feed_) {
     // Finished rows are fed their last token again; their outputs are ignored.
-    decoder.step(next.data());
+    decoder_->step(next_.data());
     ++stats_.decode_steps;
   }
-  stats_.decode_seconds = now_seconds() - t0;
-  stats_.kv_cache_allocated_bytes = decoder.cache().allocated_bytes();
-  stats_.kv_cache_used_bytes = decoder.cache().used_bytes();
-  return out;
+  TokenSampler::next_tokens(*decoder_, B, samplers_.data(), row_rngs_.data(), next_.data(),
+                            row_done_.data());
+  chosen_.clear();
+  int64_t active = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    if (row_done_[b]) continue;
+    const int32_t token = next_[b];
+    Generation& g = out_[b];
+    std::string& text = texts_[b];
+    text.clear();
+    g.tokens.push_back(token);
+    if (options.logprobs >= 0)
+      g.logprobs.push_back(token_logprob(decoder_->logits() + b * V, V, token, options.logprobs,
+                                         tokenizer ? tokenizer->vocab_size() : V));
+    ++stats_.generated_tokens;
+    if (token == c.eos_token_id && options.stop_at_eos) {
+      g.stop_reason = StopReason::eos;
+      row_done_[b] = 1;
+    } else if (tokenizer) {
+      const uint32_t id = uint32_t(token);
+      text = streams_[b].push(tokenizer->decode({&id, 1}));
+      if (streams_[b].stopped()) {
+        g.stop_reason = StopReason::stop_string;
+        row_done_[b] = 1;
+      }
+    }
+    if (!row_done_[b] && int64_t(g.tokens.size()) >= options.max_new_tokens) {
+      g.stop_reason = StopReason::length;
+      row_done_[b] = 1;
+    }
+    if (row_done_[b]) {
+      text += streams_[b].finish();
+      g.text = streams_[b].text();
+    } else {
+      ++active;
+    }
+    chosen_.push_back(
+        {b, token, options.logprobs >= 0 ? &g.logprobs.back() : nullptr, text, row_done_[b] != 0});
+  }
+  feed_ = active > 0;
+  if (!feed_) {
+    done_ = true;
+    stats_.decode_seconds = now_seconds() - decode_start_;
+    stats_.kv_cache_allocated_bytes = decoder_->cache().allocated_bytes();
+    stats_.kv_cache_used_bytes = decoder_->cache().used_bytes();
+  }
+  return chosen_;
 }
 
 }  // namespace sps

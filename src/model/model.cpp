@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "util/error.h"
 #include "util/process_stats.h"
@@ -554,11 +555,20 @@ void Model<T>::lm_head(const int32_t* y, bool backward, double grad_scale, StepR
   for (int64_t r0 = 0; r0 < readout_rows; r0 += chunk) {
     const int64_t n = std::min(chunk, readout_rows - r0);
     const int32_t* targets = readout_targets_.data() + r0;
-    block_linear(logits_, nf_ + r0 * d, table_.wte(), n, d, V, false, false);
-    backend_.cross_entropy_forward(nll_ + r0, lse_head_ + r0, logits_, targets, n, V);
-    if (options.logits) {
+    T* logits = logits_;
+    if constexpr (std::is_same_v<T, float>)
+      if (options.float_logits && !backward && backend_.host_accessible())
+        logits = options.float_logits + r0 * V;
+    block_linear(logits, nf_ + r0 * d, table_.wte(), n, d, V, false, false);
+    backend_.cross_entropy_forward(nll_ + r0, lse_head_ + r0, logits, targets, n, V);
+    if (options.float_logits && logits == logits_) {
       host_rows_.resize(n * V);
       backend_.download(host_rows_.data(), logits_, sizeof(T) * n * V);
+      std::copy(host_rows_.begin(), host_rows_.begin() + n * V, options.float_logits + r0 * V);
+    }
+    if (options.logits) {
+      host_rows_.resize(n * V);
+      backend_.download(host_rows_.data(), logits, sizeof(T) * n * V);
       for (int64_t k = 0; k < n * V; ++k) options.logits[r0 * V + k] = double(host_rows_[k]);
     }
     if (!backward) continue;

@@ -21,6 +21,10 @@ namespace sps {
 struct ForwardOptions {
   double* nll = nullptr;     // optional [B, T] per-position NLL (every position)
   double* logits = nullptr;  // optional [B, T, V] logits read at the readout slots
+  // The same logits as the LM head computes them (float), into host memory: written there in
+  // place when the backend's memory is the host's and there is no backward (no copy; the
+  // loss reads them from there), else copied chunk by chunk.
+  float* float_logits = nullptr;
   // Stop before the output norm and LM head (no loss), for prefill: the last block runs its
   // output projection and MLP on each sequence's last readout slot only, the one row per
   // sequence of final_hidden() that prefill reads (the others hold no block's output).

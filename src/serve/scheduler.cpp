@@ -252,26 +252,7 @@ void Scheduler::score_prompt(Job& job) {
 }
 
 TokenLogprob Scheduler::token_logprob(const float* logits, int32_t id, int64_t top) const {
-  const int64_t V = model_.config().vocab_size;
-  double max_logit = logits[0];
-  for (int64_t v = 1; v < V; ++v) max_logit = std::max(max_logit, double(logits[v]));
-  double sum = 0;
-  for (int64_t v = 0; v < V; ++v) sum += std::exp(double(logits[v]) - max_logit);
-  const double log_z = max_logit + std::log(sum);
-  TokenLogprob t;
-  t.id = id;
-  t.logprob = double(logits[id]) - log_z;
-  if (top > 0) {
-    // The most likely ids a client can see: the tokenizer's ids (PREDICT and PAD lie beyond).
-    std::vector<int32_t> ids(tokenizer_.vocab_size());
-    for (size_t v = 0; v < ids.size(); ++v) ids[v] = int32_t(v);
-    const int64_t k = std::min<int64_t>(top, int64_t(ids.size()));
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    for (int64_t j = 0; j < k; ++j) t.top.emplace_back(ids[j], double(logits[ids[j]]) - log_z);
-  }
-  return t;
+  return ::sps::token_logprob(logits, model_.config().vocab_size, id, top, tokenizer_.vocab_size());
 }
 
 // Every live row samples its next token from its logits row, exactly as the generator does.

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "infer/generator.h"
+#include "infer/token_logprob.h"
 #include "infer/token_sampler.h"
 #include "model/decoder.h"
 #include "model/model.h"
@@ -48,11 +49,7 @@ struct SchedulerOptions {
   int64_t prefill_tokens_per_turn = 512;   // prompt tokens prefilled between decode steps
 };
 
-struct TokenLogprob {
-  int32_t id = 0;
-  double logprob = 0;
-  std::vector<std::pair<int32_t, double>> top;  // the most likely ids, most likely first
-};
+using TokenLogprob = ::sps::TokenLogprob;  // infer/token_logprob.h
 
 // What one choice produced since the last take().
 struct ChoiceUpdate {

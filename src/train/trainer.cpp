@@ -196,22 +196,23 @@ std::string run_header(const TrainConfig& config, const Model<float>& model, con
       omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s");
 }
 
-// How many documents a global batch spans: said at the start, recorded in the metrics when
-// the run starts, and a warning on stderr when they are few (rank 0).
-void report_documents_per_batch(const TrainConfig& config, const TrainingData& data, int ranks,
-                                bool resumed, Console& console, MetricsFile& metrics) {
+// How many documents a global batch spans: said at the start, a warning on stderr when they
+// are few (rank 0), and the metrics record of a run's start (null on a resume).
+nlohmann::ordered_json report_documents_per_batch(const TrainConfig& config,
+                                                  const TrainingData& data, int ranks,
+                                                  bool resumed, Console& console) {
   const double documents =
       mean_documents_per_batch(data.train_file, config.model.eos_token_id, config, ranks);
+  nlohmann::ordered_json record;
   if (!resumed) {
-    nlohmann::ordered_json record;
     record["step"] = 0;
     record["tokens"] = 0;
     record["documents_per_batch"] = documents;
-    metrics.write(record);
   }
   console.say("documents: " + describe_documents_per_batch(documents, config));
   const std::string warning = few_documents_warning(documents);
   if (!warning.empty()) std::fprintf(stderr, "sps: warning: %s\n", warning.c_str());
+  return record;
 }
 
 // A resumed run that had already reached training.max_tokens: nothing to train.
@@ -266,6 +267,8 @@ class TrainingLoop {
 
   // Steps until the run ends (the `final` checkpoint) or is stopped (`latest`).
   TrainSummary run();
+  // Writes a metrics record and shows it to on_metrics.
+  void record(const nlohmann::ordered_json& record);
 
  private:
   bool stop_due() const;
@@ -303,6 +306,7 @@ class TrainingLoop {
   double train_seconds_ = 0, interval_seconds_ = 0;
   int64_t interval_tokens_ = 0;
   double last_val_ = -1, stop_votes_ = 0;
+  bool stop_asked_ = false;  // on_metrics returned false
   double mark_ = 0;  // when the training time counted so far ends
 };
 
@@ -339,15 +343,17 @@ TrainSummary TrainingLoop::run() {
   summary.tokens = state_.tokens;
   summary.val_nll = last_val_;
   summary.tokens_per_second = tokens_per_second();
+  summary.signal = signals_.signal();
   return summary;
 }
 
-// A signal (on any rank, by the votes the last step exchanged) or --stop-after ends the run
-// early at this boundary; a finished run ends by finish() instead.
+// A signal or on_metrics (with several processes, by the votes the last step exchanged; in
+// one, whenever they came) or --stop-after ends the run early at this boundary; a finished
+// run ends by finish() instead.
 bool TrainingLoop::stop_due() const {
   const int64_t steps_now = state_.step - first_step_;
   return state_.step < total_steps_ &&
-         (stop_votes_ > 0 ||
+         (stop_votes_ > 0 || (ranks_ == 1 && (stop_asked_ || signals_.requested())) ||
           (options_.stop_after_steps > 0 && steps_now >= options_.stop_after_steps));
 }
 
@@ -374,7 +380,7 @@ double TrainingLoop::evaluate() {
     record["tokens"] = state_.tokens;
     record["val_nll"] = last_val_;
     record["eval_seconds"] = seconds;
-    metrics_.write(record);
+    this->record(record);
     console_.say(fmt::format("step {}/{}  {} tokens  val NLL {:.4f}  ({} windows, {:.1f} s)",
                              state_.step, total_steps_, state_.tokens, last_val_,
                              data_.validation.windows.size(), seconds));
@@ -423,8 +429,9 @@ void TrainingLoop::finish(bool evaluated_here) {
 // One optimizer step, and the state after it. A non-finite loss or gradient ends the run
 // before anything is written.
 StepOutcome TrainingLoop::step(double lr) {
+  const double vote = signals_.requested() || stop_asked_ ? 1.0 : 0.0;
   const StepOutcome out = train_step(model_, optimizer_, collective_, B_, A_, batches_, x_, y_, lr,
-                                     config_.optimizer.grad_clip, signals_.requested() ? 1.0 : 0.0);
+                                     config_.optimizer.grad_clip, vote);
   if (!out.finite)
     fail("step {}: the {} is not finite (loss {}, gradient norm {}); stopping. The last good "
          "checkpoint is kept; lower optimizer.learning_rate or check the data",
@@ -463,7 +470,7 @@ void TrainingLoop::log_step(double lr, const StepOutcome& out) {
     record["grad_norm"] = out.grad_norm;
     record["tokens_per_second"] = double(interval_tokens_) / interval_seconds_;
     record["peak_rss_bytes"] = peak_rss_bytes();
-    metrics_.write(record);
+    this->record(record);
     interval_tokens_ = 0;
     interval_seconds_ = 0;
   }
@@ -471,6 +478,11 @@ void TrainingLoop::log_step(double lr, const StepOutcome& out) {
       state_.tokens, total_steps_ * tokens_per_step_,
       fmt::format("step {}/{} · loss {:.4f} · val {}", state_.step, total_steps_, out.loss,
                   last_val_ >= 0 ? fmt::format("{:.4f}", last_val_) : "-"));
+}
+
+void TrainingLoop::record(const nlohmann::ordered_json& record) {
+  metrics_.write(record);
+  if (options_.on_metrics && !options_.on_metrics(record)) stop_asked_ = true;
 }
 
 // This invocation's training rate, evaluation excluded.
@@ -532,7 +544,8 @@ TrainSummary train(const TrainConfig& config, Collective& collective, const Trai
   }
 
   console.say(run_header(config, model, plan, accumulation, ranks));
-  if (leader) report_documents_per_batch(config, data, ranks, resumed, console, metrics);
+  nlohmann::ordered_json documents_record;
+  if (leader) documents_record = report_documents_per_batch(config, data, ranks, resumed, console);
   if (const std::string gemms = backend.describe_gemms(); !gemms.empty()) console.say(gemms);
   if (resumed && state.step >= config.total_steps()) return nothing_to_do(console, run_dir, state);
   if (resumed) {
@@ -543,6 +556,7 @@ TrainSummary train(const TrainConfig& config, Collective& collective, const Trai
   }
 
   TrainingLoop loop(config, collective, options, console, data, model, optimizer, state, metrics);
+  if (!documents_record.is_null()) loop.record(documents_record);
   return loop.run();
 }
 

@@ -4,6 +4,7 @@
 // checkpoints and exact resumption.
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -27,13 +28,17 @@ struct TrainOptions {
   // position, checked against this config as a resume is; the schedule and the length are
   // this config's. How a decayed branch starts from a constant-LR run.
   std::string init_from;
+  // Rank 0: each metrics record as it is written to metrics.jsonl. Returning false asks the
+  // run to stop at the next step boundary as stop_after_steps does (`latest` is written).
+  std::function<bool(const nlohmann::ordered_json& record)> on_metrics;
 };
 
 struct TrainSummary {
   int64_t step = 0;           // optimizer steps done when train() returned
   int64_t tokens = 0;
   bool finished = false;      // reached max_tokens (the `final` checkpoint exists)
-  bool interrupted = false;   // stopped early by a signal or stop_after_steps
+  bool interrupted = false;   // stopped early by a signal, stop_after_steps or on_metrics
+  int signal = 0;             // the signal that stopped it (SIGINT, SIGTERM), 0 if none
   double val_nll = -1;        // the last evaluation's pooled NLL (-1: none)
   double tokens_per_second = 0;  // this invocation, evaluation time excluded
 };

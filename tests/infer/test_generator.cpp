@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "infer/generator.h"
 #include "infer/text_stream.h"
+#include "infer/token_logprob.h"
 #include "infer_fixtures.h"
 #include "util/error.h"
 
@@ -187,6 +189,95 @@ TEST(Generator, StreamedTextEqualsTheTextAndStopsAtStopStrings) {
   EXPECT_EQ(cut[0].stop_reason, StopReason::stop_string);
   EXPECT_EQ(cut[0].text, out[0].text.substr(0, out[0].text.find(stop)));
   EXPECT_EQ(piece_text, cut[0].text);
+}
+
+TEST(GenerationRun, StepsGiveGeneratesTokensTextAndLogprobs) {
+  const ModelConfig c = byte_micro_config("sps", 2);
+  Model<float> model(c);
+  randomize_weights(model, 16);
+  GenerationOptions o;
+  o.max_new_tokens = 12;
+  o.sampling.temperature = 1.0;
+  o.sampling.seed = 4;
+  o.sampling.allowed_ids = 256;
+  o.stop_strings = {"e"};
+  Generator generator(model, &byte_level_tokenizer(), o);
+  const auto prompts = generator.encode({"hello", "", "ab"});
+  const auto want = generator.generate(prompts);
+  o.logprobs = 3;
+  Generator with_logprobs(model, &byte_level_tokenizer(), o);
+  GenerationRun run(with_logprobs, prompts);
+  std::vector<std::vector<int32_t>> ids(3);
+  std::vector<std::vector<bool>> last(3);
+  std::vector<std::string> text(3);
+  while (!run.done()) {
+    for (const GeneratedToken& t : run.step()) {
+      ASSERT_NE(t.logprob, nullptr);
+      EXPECT_EQ(t.logprob->id, t.id);
+      ids[t.row].push_back(t.id);
+      last[t.row].push_back(t.last);
+      text[t.row] += t.text;
+    }
+  }
+  int64_t generated = 0;
+  for (size_t r = 0; r < 3; ++r) {
+    const Generation& g = run.results()[r];
+    EXPECT_EQ(g.tokens, want[r].tokens) << "row " << r;
+    EXPECT_EQ(g.text, want[r].text);
+    EXPECT_EQ(g.stop_reason, want[r].stop_reason);
+    EXPECT_EQ(ids[r], g.tokens);
+    EXPECT_EQ(text[r], g.text);
+    std::vector<bool> only_the_last(g.tokens.size(), false);
+    only_the_last.back() = true;
+    EXPECT_EQ(last[r], only_the_last);
+    ASSERT_EQ(g.logprobs.size(), g.tokens.size());
+    EXPECT_TRUE(want[r].logprobs.empty());
+    generated += int64_t(g.tokens.size());
+  }
+  EXPECT_EQ(run.stats().generated_tokens, generated);
+  EXPECT_FALSE(run.step_tokens().empty());  // the last step's, each with last set
+  for (const GeneratedToken& t : run.step_tokens()) EXPECT_TRUE(t.last);
+}
+
+TEST(GenerationRun, LogprobsAreTheLogSoftmaxOfTheStepsLogits) {
+  const ModelConfig c = byte_micro_config("standard", 2);
+  Model<float> model(c);
+  randomize_weights(model, 17);
+  GenerationOptions o;
+  o.max_new_tokens = 1;
+  o.logprobs = 4;
+  Generator generator(model, nullptr, o);
+  const std::vector<int32_t> prompt = {72, 101, 108, 108, 111};
+  const Generation g = generator.generate({prompt})[0];
+  // The logits after the prompt, from the training forward.
+  std::vector<int32_t> y(prompt.size(), 0);
+  std::vector<double> logits(prompt.size() * size_t(c.vocab_size));
+  model.forward(prompt.data(), y.data(), 1, int64_t(prompt.size()), {nullptr, logits.data()});
+  const double* last = logits.data() + (prompt.size() - 1) * size_t(c.vocab_size);
+  double z = 0;
+  for (int64_t v = 0; v < c.vocab_size; ++v) z += std::exp(last[v]);
+  ASSERT_EQ(g.logprobs.size(), 1u);
+  const TokenLogprob& lp = g.logprobs[0];
+  EXPECT_NEAR(lp.logprob, last[lp.id] - std::log(z), 1e-4);
+  ASSERT_EQ(lp.top.size(), 4u);
+  EXPECT_EQ(lp.top[0].first, g.tokens[0]);  // greedy: the most likely
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_NEAR(lp.top[k].second, last[lp.top[k].first] - std::log(z), 1e-4);
+    if (k) EXPECT_GE(lp.top[k - 1].second, lp.top[k].second);
+  }
+}
+
+TEST(TokenLogprob, TopIsMostLikelyFirstLowerIdOnTiesAmongVisibleIds) {
+  const std::vector<float> logits = {1, 3, 3, 0, 5};
+  const TokenLogprob t = token_logprob(logits.data(), 5, 1, 3, /*visible_ids=*/4);
+  double z = 0;
+  for (float x : logits) z += std::exp(double(x));
+  EXPECT_NEAR(t.logprob, 3 - std::log(z), 1e-12);
+  ASSERT_EQ(t.top.size(), 3u);  // id 4 is not visible
+  EXPECT_EQ(t.top[0].first, 1);
+  EXPECT_EQ(t.top[1].first, 2);
+  EXPECT_EQ(t.top[2].first, 0);
+  EXPECT_TRUE(token_logprob(logits.data(), 5, 4, 0, 5).top.empty());
 }
 
 TEST(TextStream, HoldsBackStopPrefixesAndPartialCharacters) {

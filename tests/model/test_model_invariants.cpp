@@ -202,6 +202,34 @@ TEST_P(ModelInvariants, InferencePlanIsBitIdenticalInLessMemory) {
   }
 }
 
+// Float logits into a caller's buffer (written there in place on the CPU): the LM head's own
+// values, the double logits' as computed, with the same loss; packed weights too.
+TEST_P(ModelInvariants, FloatLogitsAreTheLmHeadsValues) {
+  const ModelConfig c = micro_config(GetParam(), 3);
+  const int64_t B = 2, T = c.block_size, V = c.vocab_size, n = B * T * V;
+  const auto x = random_tokens(B, T, c, 7, {5});
+  const auto y = random_tokens(B, T, c, 8);
+  Model<float> model(c);
+  randomize_weights(model, 10);
+  for (const bool packed : {false, true}) {
+    if (packed) model.pack_for_inference();
+    std::vector<double> logits(n);
+    const StepResult want = model.forward(x.data(), y.data(), B, T, {nullptr, logits.data()});
+    std::vector<float> got(n, NAN), both(n, NAN);
+    std::vector<double> again(n);
+    ForwardOptions options;
+    options.float_logits = got.data();
+    EXPECT_EQ(model.forward(x.data(), y.data(), B, T, options).loss, want.loss);
+    options.float_logits = both.data();
+    options.logits = again.data();
+    model.forward(x.data(), y.data(), B, T, options);
+    EXPECT_EQ(got, both);
+    EXPECT_EQ(again, logits);
+    for (int64_t k = 0; k < n; ++k)
+      ASSERT_EQ(double(got[k]), logits[k]) << k << (packed ? " packed" : "");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ModelInvariants, ::testing::ValuesIn(kFamilies),
                          [](const auto& info) { return info.param; });
 

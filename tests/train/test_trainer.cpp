@@ -1,6 +1,7 @@
 // The training loop in-process on a micro model: exact resumption, checkpoints, refusals.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 
@@ -84,6 +85,56 @@ TEST(Trainer, ResumedRunIsBitIdenticalToStraightRun) {
   EXPECT_EQ(evals, (std::vector<int64_t>{0, 5, 10, 15, 20}));
   EXPECT_EQ(a.front()["tokens"], 0);
   EXPECT_EQ(a.back()["tokens"], 20 * 48);
+}
+
+int64_t latest_step(const std::string& run) {
+  const std::string path = run + "/checkpoints/latest/trainer_state.json";
+  return trainer_state_from_json(testing::read_whole_file(path), path).step;
+}
+
+// on_metrics sees each record as metrics.jsonl gets it; returning false stops the run at
+// that step boundary with `latest`, as stop_after_steps does, and a resume continues it.
+TEST(Trainer, OnMetricsSeesEveryRecordAndCanStopTheRun) {
+  MicroData data("standard", 20);
+  std::vector<nlohmann::json> seen;
+  auto single = make_single_process_collective();
+  TrainOptions options;
+  options.quiet = true;
+  options.on_metrics = [&](const nlohmann::ordered_json& record) {
+    seen.push_back(nlohmann::json::parse(record.dump()));
+    return !(record.contains("loss") && record["step"] == 6);
+  };
+  const TrainSummary stopped = train(data.config("run"), *single, options);
+  EXPECT_TRUE(stopped.interrupted);
+  EXPECT_FALSE(stopped.finished);
+  EXPECT_EQ(stopped.step, 6);
+  EXPECT_EQ(stopped.signal, 0);
+  EXPECT_EQ(seen, testing::read_metrics(data.run("run") + "/metrics.jsonl"));
+  EXPECT_EQ(latest_step(data.run("run")), 6);
+  // Resumed to the end: the same checkpoint as a run never stopped.
+  ASSERT_TRUE(run_train(data.config("run"), true).finished);
+  ASSERT_TRUE(run_train(data.config("straight")).finished);
+  EXPECT_EQ(
+      testing::read_whole_file(data.run("run") + "/checkpoints/final/model.safetensors"),
+      testing::read_whole_file(data.run("straight") + "/checkpoints/final/model.safetensors"));
+}
+
+// A signal received during the run stops it with `latest` and is reported, so that a caller
+// (the Python module) can hand it on.
+TEST(Trainer, ReportsTheSignalThatStoppedIt) {
+  MicroData data("sps", 20);
+  auto single = make_single_process_collective();
+  TrainOptions options;
+  options.quiet = true;
+  options.on_metrics = [](const nlohmann::ordered_json& record) {
+    if (record.contains("loss") && record["step"] == 4) std::raise(SIGTERM);
+    return true;
+  };
+  const TrainSummary summary = train(data.config("run"), *single, options);
+  EXPECT_TRUE(summary.interrupted);
+  EXPECT_EQ(summary.signal, SIGTERM);
+  EXPECT_EQ(summary.step, 4);
+  EXPECT_EQ(latest_step(data.run("run")), 4);
 }
 
 TEST(Trainer, LearnsSomething) {

@@ -1,6 +1,7 @@
 // The layer rule of docs/architecture.md: a file of src/<area>/ includes headers of its own
 // area and of the areas it links (CMakeLists.txt's sps_area lines, followed transitively),
-// nothing above. Linking alone does not catch a header-only use of a higher area.
+// nothing above. Linking alone does not catch a header-only use of a higher area. The
+// frontends (cli/, python/) sit on top of all of it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -58,7 +59,7 @@ TEST(Layers, EveryIncludeIsOfTheOwnAreaOrALinkedOne) {
     const fs::path& path = entry.path();
     if (path.extension() != ".cpp" && path.extension() != ".h") continue;
     const std::string area = path.lexically_relative(kSourceDir / "src").begin()->string();
-    if (area == "cli") continue;  // the binary links every area
+    if (area == "cli" || area == "python") continue;  // frontends: FrontendsSitOnTop
     ASSERT_TRUE(links.count(area)) << area << " has no sps_area line";
     const std::set<std::string> allowed = reachable(links, area);
     std::ifstream in(path);
@@ -72,6 +73,35 @@ TEST(Layers, EveryIncludeIsOfTheOwnAreaOrALinkedOne) {
     ++files;
   }
   EXPECT_GT(files, 100);
+}
+
+// The two frontends link every area: the binary (cli/) and the Python module (python/),
+// which of cli/ uses only the model and tokenizer loading the commands share. Nothing below
+// them knows Python.
+TEST(Layers, FrontendsSitOnTop) {
+  const std::regex include(R"(^#include [<"]([^>"]+)[>"])");
+  int python_files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kSourceDir / "src")) {
+    const fs::path& path = entry.path();
+    if (path.extension() != ".cpp" && path.extension() != ".h") continue;
+    const std::string area = path.lexically_relative(kSourceDir / "src").begin()->string();
+    python_files += area == "python";
+    std::ifstream in(path);
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      std::smatch m;
+      if (!std::regex_search(line, m, include)) continue;
+      const std::string header = m[1];
+      const std::string where =
+          path.lexically_relative(kSourceDir).string() + ":" + std::to_string(number);
+      const bool python_header = header.rfind("pybind11/", 0) == 0 || header == "Python.h" ||
+                                 header == "pythread.h" || header.rfind("python/", 0) == 0;
+      if (python_header && area != "python") ADD_FAILURE() << where << " includes " << header;
+      if (area == "python" && header.rfind("cli/", 0) == 0 && header != "cli/model_files.h")
+        ADD_FAILURE() << where << " includes " << header << " (of cli/, only model_files.h)";
+    }
+  }
+  EXPECT_GT(python_files, 5);
 }
 
 }  // namespace

@@ -1,0 +1,154 @@
+"""Bad input raises the documented sps.Error subclass with a one-line message naming the
+argument or the file, and never crashes the interpreter."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import sps
+from conftest import random_model
+
+
+@pytest.fixture(scope="module")
+def model():
+    return random_model("sps")
+
+
+def check(error, words, call):
+    with pytest.raises(error) as raised:
+        call()
+    message = str(raised.value)
+    assert "\n" not in message, message
+    for word in words:
+        assert word in message, message
+    return message
+
+
+def test_the_hierarchy():
+    assert issubclass(sps.InputError, sps.Error) and issubclass(sps.InputError, ValueError)
+    assert issubclass(sps.NotFoundError, sps.Error) and issubclass(sps.NotFoundError, FileNotFoundError)
+    assert issubclass(sps.InternalError, sps.Error) and issubclass(sps.InternalError, RuntimeError)
+
+
+@pytest.mark.parametrize("name, tokens, words", [
+    ("float dtype", np.zeros((1, 4), np.float32), ["tokens", "integer", "float32"]),
+    ("bool dtype", np.zeros((1, 4), bool), ["tokens", "integer", "bool"]),
+    ("strings", ["a", "b"], ["tokens", "integer"]),
+    ("3-D", np.zeros((1, 2, 3), np.int64), ["tokens", "3 dimensions"]),
+    ("empty batch", np.zeros((0, 4), np.int32), ["tokens", "empty batch"]),
+    ("empty rows", np.zeros((2, 0), np.int32), ["tokens", "no tokens"]),
+    ("negative id", np.array([[1, -1, 3]]), ["tokens", "id -1", "[0, 1]"]),
+    ("id = V", np.array([[1, 2, 320]], np.int32), ["tokens", "id 320", "[0, 2]", "[0, 320)"]),
+    ("id >= V, int64", np.array([5, 1000]), ["tokens", "id 1000", "[1]"]),
+    ("too long", np.zeros((1, 17), np.int32), ["tokens", "17", "block_size of 16"]),
+    ("not an array", object(), ["tokens", "integer", "object"]),
+])
+def test_logits_refuses(model, name, tokens, words):
+    check(sps.InputError, words, lambda: model.logits(tokens))
+
+
+@pytest.mark.parametrize("tokens, words", [
+    (np.zeros((1, 1), np.int32), ["tokens", "at least 2"]),
+    (np.zeros((1, 18), np.int32), ["tokens", "17", "block_size of 16"]),
+    (np.array([[1.5, 2.0]]), ["tokens", "integer"]),
+])
+def test_nll_refuses(model, tokens, words):
+    check(sps.InputError, words, lambda: model.nll(tokens))
+
+
+def test_generation_refuses(model):
+    check(sps.InputError, ["prompts[1]", "id 999"], lambda: model.generate([[1, 2], [999]], 4))
+    check(sps.InputError, ["prompts", "empty batch"], lambda: model.generate([], 4))
+    check(sps.InputError, ["truncate", "sideways"], lambda: model.generate([[1]], 4, truncate="sideways"))
+    check(sps.InputError, ["top-p"], lambda: model.generate([[1]], 4, temperature=1, top_p=0))
+    check(sps.InputError, ["max-new-tokens", "-1"], lambda: model.generate([[1]], -1))
+    check(sps.InputError, ["prompt 0", "longer than the model's context"],
+          lambda: model.generate([list(range(20))], 2))
+    # Text needs a tokenizer, and this model's config names none.
+    check(sps.InputError, ["tokenizer"], lambda: model.generate("hello", 2))
+
+
+def test_scoring_refuses(model):
+    check(sps.InputError, ["continuation[0]", "empty"], lambda: model.loglikelihood([1, 2], []))
+    check(sps.InputError, ["batch", "at least 1"], lambda: model.loglikelihood([1], [2], batch=0))
+    check(sps.InputError, ["scoring", "clever"], lambda: model.loglikelihood([1], [2], scoring="clever"))
+    check(sps.InputError, ["text[0]", "id 400"], lambda: model.loglikelihood_rolling([[1, 400]]))
+
+
+def test_missing_files(tmp_path):
+    missing = tmp_path / "nothing"
+    check(sps.NotFoundError, ["path", str(missing)], lambda: sps.load(missing))
+    check(sps.NotFoundError, ["spec", str(missing)], lambda: sps.Tokenizer(missing))
+    check(sps.NotFoundError, ["path", str(missing)], lambda: sps.open_tokens(missing))
+    check(sps.NotFoundError, ["config", str(missing)], lambda: sps.train(missing))
+    check(sps.NotFoundError, ["inputs[0]"], lambda: sps.prepare([missing], tmp_path / "out"))
+    check(sps.NotFoundError, ["path"], lambda: sps.from_torch_checkpoint(missing))
+
+
+def test_load_refuses(world, tmp_path):
+    check(sps.InputError, ["weights", "fp8", "f32, bf16 or int8"],
+          lambda: sps.load(world.runs["sps"], weights="fp8"))
+    check(sps.InputError, ["device", "tpu"], lambda: sps.load(world.runs["sps"], device="tpu"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check(sps.InputError, [str(empty), "neither a checkpoint folder"], lambda: sps.load(empty))
+
+
+def test_damaged_checkpoints(world, tmp_path):
+    source = world.runs["sps"] / "checkpoints" / "final"
+    truncated = tmp_path / "truncated"
+    shutil.copytree(source, truncated)
+    weights = truncated / "model.safetensors"
+    os.truncate(weights, weights.stat().st_size // 2)
+    check(sps.InputError, [str(weights)], lambda: sps.load(truncated))
+    garbage = tmp_path / "garbage"
+    shutil.copytree(source, garbage)
+    (garbage / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+    check(sps.InputError, ["model.safetensors"], lambda: sps.load(garbage))
+    bad_config = tmp_path / "bad_config"
+    shutil.copytree(source, bad_config)
+    (bad_config / "config.yaml").write_text("model: {family: sideways}\n")
+    check(sps.InputError, ["config.yaml"], lambda: sps.load(bad_config))
+    not_a_pickle = tmp_path / "ckpt.pt"
+    not_a_pickle.write_bytes(b"PK\x03\x04 this is no zip archive")
+    check(sps.InputError, [str(not_a_pickle)], lambda: sps.from_torch_checkpoint(not_a_pickle))
+
+
+def test_state_dict_refuses(model):
+    state = {k: np.array(v) for k, v in model.state_dict().items()}
+    wrong = dict(state)
+    wrong["transformer.h.0.attn.c_attn.weight"] = np.zeros((3, 3), np.float32)
+    check(sps.InputError, ["transformer.h.0.attn.c_attn.weight", "[3, 3]", "[48, 16]"],
+          lambda: model.load_state_dict(wrong))
+    missing = {k: v for k, v in state.items() if k != "transformer.output_norm.weight"}
+    check(sps.InputError, ["missing", "transformer.output_norm.weight"], lambda: model.load_state_dict(missing))
+    extra = dict(state, **{"transformer.h.9.attn.c_attn.weight": state["transformer.h.0.attn.c_attn.weight"]})
+    check(sps.InputError, ["unexpected", "transformer.h.9"], lambda: model.load_state_dict(extra))
+    untied = dict(state, **{"lm_head.weight": state["lm_head.weight"] + 1})
+    check(sps.InputError, ["lm_head.weight", "differs"], lambda: model.load_state_dict(untied))
+    check(sps.InputError, ["config", "n_layers"],
+          lambda: sps.from_state_dict(state, dict(model.config, n_layers=2)))
+
+
+def test_token_files_refuse(tmp_path):
+    odd = tmp_path / "odd.bin"
+    odd.write_bytes(b"\x01\x00\x02")
+    check(sps.InputError, [str(odd), "whole number"], lambda: sps.open_tokens(odd))
+    ids = tmp_path / "ids.bin"
+    np.array([1, 2, 500], np.uint16).tofile(ids)
+    check(sps.InputError, [str(ids), "500", "vocab_size"], lambda: sps.open_tokens(ids, vocab_size=320))
+    check(sps.InputError, ["dtype", "int8"], lambda: sps.open_tokens(ids, dtype="int8"))
+
+
+def test_tokenizer_refuses(world):
+    t = sps.Tokenizer(world.tokenizer)
+    check(sps.InputError, ["ids", "300", "not a token id"], lambda: t.decode([65, 300]))
+    check(sps.InputError, ["ids", "integer"], lambda: t.decode(["a"]))
+    check(sps.InputError, ["text", "str or bytes"], lambda: t.encode(5))
+
+
+def test_training_refuses(world, tmp_path):
+    check(sps.InputError, ["training.max_tokenz"],
+          lambda: sps.train(world.recipe("sps"), {"training.max_tokenz": 5}))
+    check(sps.InputError, ["stop_after"], lambda: sps.train(world.recipe("sps"), stop_after=-2))

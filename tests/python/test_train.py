@@ -1,0 +1,92 @@
+"""sps.train runs the trainer of `sps train`: the same checkpoints, metrics handed to on_log
+(which can stop the run cleanly), resume, and Ctrl-C."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import sps
+from conftest import micro_recipe, run_sps
+
+
+def tensors_and_state(checkpoint):
+    return ((checkpoint / "model.safetensors").read_bytes(),
+            (checkpoint / "optimizer.safetensors").read_bytes())
+
+
+def test_the_same_checkpoints_as_sps_train(world, tmp_path):
+    recipe = micro_recipe(tmp_path / "r.yaml", world.data, "sps", tmp_path / "cli", steps=12)
+    run_sps("train", "--config", recipe)
+    records = []
+    summary = sps.train(recipe, {"system.out_dir": tmp_path / "py"}, on_log=records.append,
+                        progress=False)
+    assert summary["finished"] and summary["step"] == 12 and summary["out_dir"] == str(tmp_path / "py")
+    assert tensors_and_state(tmp_path / "cli" / "checkpoints" / "final") == \
+        tensors_and_state(tmp_path / "py" / "checkpoints" / "final")
+    # on_log saw every record of metrics.jsonl, as dicts.
+    lines = [json.loads(l) for l in (tmp_path / "py" / "metrics.jsonl").read_text().splitlines()]
+    assert records == lines
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, 13))
+
+
+def test_on_log_stops_the_run_and_resume_continues_it(world, tmp_path):
+    recipe = micro_recipe(tmp_path / "r.yaml", world.data, "standard", tmp_path / "run", steps=12)
+    steps = []
+
+    def stop_at_five(record):
+        if "loss" in record:
+            steps.append(record["step"])
+            return record["step"] < 5
+
+    summary = sps.train(recipe, on_log=stop_at_five, progress=False)
+    assert summary["interrupted"] and not summary["finished"] and summary["step"] == 5
+    assert steps == [1, 2, 3, 4, 5]
+    assert (tmp_path / "run" / "checkpoints" / "latest").is_dir()
+    resumed = sps.train(recipe, resume=True, progress=False)
+    assert resumed["finished"] and resumed["step"] == 12
+    # The interrupted and resumed run ends where an uninterrupted one does.
+    straight = sps.train(recipe, {"system.out_dir": tmp_path / "straight"}, progress=False)
+    assert straight["step"] == 12
+    assert tensors_and_state(tmp_path / "run" / "checkpoints" / "final") == \
+        tensors_and_state(tmp_path / "straight" / "checkpoints" / "final")
+    # stop_after stops the same way.
+    again = sps.train(recipe, {"training.max_tokens": 64 * 20}, resume=True, stop_after=2,
+                      progress=False)
+    assert again["interrupted"] and again["step"] == 14
+
+
+def test_ctrl_c_ends_train_within_a_second_with_a_resumable_checkpoint(world, tmp_path):
+    recipe = micro_recipe(tmp_path / "r.yaml", world.data, "sps", tmp_path / "run", steps=20000)
+    ready = tmp_path / "ready"
+    code = f"""
+import sps, pathlib, time
+def on_log(record):
+    if record.get("step") == 3:
+        pathlib.Path({str(ready)!r}).write_text("go")
+try:
+    sps.train({str(recipe)!r}, on_log=on_log, progress=False)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", time.monotonic(), flush=True)
+"""
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=os.environ)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert child.poll() is None, child.stderr.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    sent = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 0, err.decode()
+    word, caught = out.decode().split()
+    assert word == "KeyboardInterrupt"
+    took = float(caught) - sent  # the checkpoint written, before the interpreter's exit
+    assert took < 1.0, f"{took:.2f} s after SIGINT"
+    latest = tmp_path / "run" / "checkpoints" / "latest"
+    state = json.loads((latest / "trainer_state.json").read_text())
+    assert state["step"] >= 3
+    resumed = sps.train(recipe, resume=True, stop_after=2, progress=False)
+    assert resumed["interrupted"] and resumed["step"] == state["step"] + 2
