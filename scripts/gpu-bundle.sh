@@ -28,5 +28,11 @@ ldd $build/sps $build/test_cuda | awk '$3 ~ /^\// {print $3}' | sort -u |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 # The golden cases, for the GPU test that runs them (gpu-check.sh points SPS_GOLDEN_DIR here).
 [ ! -d ../shared/golden ] || cp -r ../shared/golden "$stage/golden"
+# The MPI the bundled libmpi is (mpirun's first line): gpu-check.sh runs two processes only
+# under the same mpirun, since another one cannot start this libmpi's MPI_Init.
+if command -v mpirun >/dev/null; then
+  version=$(mpirun --version 2>&1)
+  echo "${version%%$'\n'*}" >"$stage/mpi-version"
+fi
 tar -C "$stage" -c . | gzip -9 >"$out"
 echo "$out: $(du -h "$out" | cut -f1) ($(ls "$stage/lib" | wc -l) libraries)"

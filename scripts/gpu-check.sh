@@ -1,39 +1,61 @@
 #!/usr/bin/env bash
-# The GPU check of docs/gpu.md: on a machine with an NVIDIA GPU, build (or take a prepared
-# bundle), then run everything that needs a GPU and write one JSON report.
+# The GPU check of docs/gpu.md: on a machine with an NVIDIA GPU, take a prepared bundle (or
+# build), run everything that needs a GPU, and leave two files in --out: gpu-check.json (the
+# report) and logs.tgz (every stage's output and the small files of its runs; no checkpoints
+# or token files).
 #
-#   scripts/gpu-check.sh [--bundle FILE.tar.gz] [--report FILE.json] [--logs DIR]
-#                        [--only STAGE[,STAGE…]]
+#   scripts/gpu-check.sh [--bundle FILE.tar.gz] [--out DIR] [--work DIR] [--only STAGE[,STAGE…]]
+#                        [--budget SECONDS] [--dry-run]
 #
-# Without --bundle it builds build/gpu with -DSPS_CUDA=ON (the dependencies of
-# scripts/install-deps.sh must be installed). A bundle made by scripts/gpu-bundle.sh carries
-# the binaries and their libraries instead, for a GPU machine without them.
-# Stages, in order: gpu, build, version, sass, kernels, train, eval, processes,
-# device-errors, bench-attention, bench-step, bench-generate, sanitizer (last: the slowest,
-# and the one most likely to run out of time). Each has a time limit, and the report is
-# rewritten after each, so a run cut short still says what it found. What the CUDA backend
-# does not have yet is listed in the report as "not built", so that it says what was not
-# checked. A stage that cannot run here (no mpirun) is "skipped". Each stage's output is kept
-# in --logs (default build/gpu-check-logs): eval, processes and device-errors use the train
-# stage's runs there, so `--only eval` works after a run that trained. The stages but the
-# sanitizer take about 5 minutes on an H200 (an estimate); run the sanitizer as a second call
-# (--only sanitizer) when the device time allows. Exit status 0 when no stage failed,
-# 1 otherwise, 2 on bad arguments.
+# --bundle  binaries and libraries packed by scripts/gpu-bundle.sh; without it, build/gpu is
+#           built with -DSPS_CUDA=ON (the dependencies of scripts/install-deps.sh needed).
+# --out     where the report and logs.tgz go (default build/gpu-check), both rewritten after
+#           every stage, so a run cut short still says what passed.
+# --work    scratch folder (default build/gpu-check-work): the unpacked bundle (bin/) and the
+#           stages' output and runs (logs/, what logs.tgz packs); eval, processes and
+#           device-errors use the train stage's runs there, so `--only eval` works after a run
+#           that trained.
+# --budget  seconds from the start within which everything must end (default 580 with a
+#           bundle, none without): a stage starts only with its minimum before that end, and
+#           its limit is cut to what is left.
+# --dry-run every stage on the CPU with small shapes: checks the plan (command lines, report,
+#           logs.tgz) on a machine without a GPU. nvidia-smi, cuobjdump and compute-sanitizer
+#           are taken from PATH as on a GPU machine (a test puts fakes there).
+#
+# Stages, cheap and decisive first: gpu, build, version, kernels, golden, model, train, eval,
+# processes, device-errors, sass, bench-attention, bench-step, bench-generate (the first pass:
+# about 4 minutes on an H200, an estimate; its limits add up to 505 s), then the sanitizers
+# racecheck and memcheck, which take what time is left. Status 0 when no stage failed, 1
+# otherwise, 2 on bad arguments.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bundle="" report="gpu-check.json" only="" logs=build/gpu-check-logs
+bundle="" out=build/gpu-check work=build/gpu-check-work only="" budget="" dry_run=0
 while [ $# -gt 0 ]; do
   case $1 in
-    --bundle) bundle=$2; shift 2 ;;
-    --report) report=$2; shift 2 ;;
-    --logs) logs=$2; shift 2 ;;
-    --only) only=",$2,"; shift 2 ;;
-    *) echo "gpu-check.sh: unknown argument '$1' (expected --bundle, --report, --logs or --only)" >&2; exit 2 ;;
+    --bundle | --out | --work | --only | --budget)
+      [ $# -ge 2 ] || { echo "gpu-check.sh: $1 needs a value" >&2; exit 2; }
+      case $1 in
+        --bundle) bundle=$2 ;;
+        --out) out=$2 ;;
+        --work) work=$2 ;;
+        --only) only=",$2," ;;
+        --budget) budget=$2 ;;
+      esac
+      shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    *) echo "gpu-check.sh: unknown argument '$1' (expected --bundle, --out, --work, --only, --budget or --dry-run)" >&2
+       exit 2 ;;
   esac
 done
 [ -z "$bundle" ] || [ -f "$bundle" ] || { echo "gpu-check.sh: --bundle $bundle: no such file" >&2; exit 2; }
-mkdir -p "$logs" && logs=$(realpath "$logs")
+[ -n "$budget" ] || budget=$([ -n "$bundle" ] && echo 580 || echo 0)
+[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: --budget must be whole seconds, got '$budget'" >&2; exit 2; }
+[ -z "$bundle" ] || bundle=$(realpath "$bundle")
+mkdir -p "$out" "$work/logs" && out=$(realpath "$out") && work=$(realpath "$work") || exit 2
+logs=$work/logs
+# A run of every stage starts from empty logs; a run of some (--only) keeps the others' runs.
+[ -n "$only" ] || { rm -rf "$logs" && mkdir "$logs"; } || exit 2
 
 # cuBLASLt and NCCL are opened at run time from the library path: the toolkit's folder, or
 # where the machine's image keeps them (a Python wheel's nvidia/*/lib, say).
@@ -44,36 +66,95 @@ for lib in libcublasLt.so.13 libnccl.so.2; do
   [ -z "$found" ] || toolkit_libs="$toolkit_libs:$(dirname "$found")"
 done
 export LD_LIBRARY_PATH="$toolkit_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-results=()  # one JSON object per stage
+
+# What the stages run on, and at which sizes: a GPU at the paper's shapes, or (--dry-run) the
+# CPU at small ones. Plain words, split where used (the stages run in shells of their own).
+bin=build/gpu  # a source build; a bundle is unpacked into $work/bin
+[ -z "$bundle" ] || bin=$work/bin
+if [ $dry_run = 1 ]; then
+  device=cpu precisions=fp32 train_steps=4
+  attention_shape="--tokens 96 --window 8 --heads 2 --head-dim 16 --repeats 1"
+  gemm_shape="--size 128 --repeats 1"
+  step_shape="--config configs/models/micro.yaml --batch 1 --warmup 1 --steps 2"
+  generate_shape="--config configs/models/micro.yaml --prompt-tokens 8 --new-tokens 4 --batch 2"
+else
+  device=cuda:0 precisions="fp32 bf16" train_steps=48
+  attention_shape="--tokens 4096 --window 64 --heads 12 --head-dim 64 --repeats 3"
+  gemm_shape="--size 8192 --repeats 5"
+  step_shape="--config configs/models/s.yaml --batch 4 --warmup 1 --steps 2"
+  generate_shape="--config configs/models/s.yaml --prompt-tokens 1024 --new-tokens 256 --batch 16"
+fi
+# racecheck: the attention kernels' and top-k's small cases (racecheck slows kernels a
+# hundredfold); memcheck: every test but NCCL's (its own kernels and threads).
+race_filter='*SmallShapes*'
+memcheck_filter='-NcclAllReduce.*'
+export bin logs bundle device precisions train_steps attention_shape gemm_shape step_shape generate_shape \
+  race_filter memcheck_filter
+
+not_built='["bf16 activations and K/V", "wgmma kernels", "sampling without top-k on the GPU (docs/gpu.md says why)", "sps generate and sps serve on the GPU end to end (their decoder is in the model stage; a model with a tokenizer is not in the bundle)", "analyze on the GPU"]'
+results=$logs/stage-results.jsonl  # one JSON object per stage run, in order
+: >"$results"
+planned=()
 failed=0
-bin=build/gpu
-export bin logs bundle  # the stages run in their own shells (below)
+start=$SECONDS
+reserve=15  # seconds kept for the last report and logs.tgz (a stage's kill takes up to 5)
 
-not_built='["bf16 activations and K/V", "wgmma kernels", "sampling without top-k on the GPU", "sps generate and sps serve on the GPU end to end (their decoder is in the kernels stage; a model with a tokenizer is not in the bundle)", "analyze on the GPU"]'
-
-# The report as it stands, rewritten after every stage: a run cut short still leaves one.
-write_report() {
-  {
-    printf '{"date": "%s", "revision": "%s", "host": "%s",\n "not_built": %s,\n "stages": [\n' \
-      "$(date -u +%FT%TZ)" "$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
-      "$(uname -m)" "$not_built"
-    for i in "${!results[@]}"; do
-      [ "$i" = 0 ] || printf ',\n'
-      printf '  %s' "${results[$i]}"
-    done
-    printf '\n]}\n'
-  } >"$report"
+# The report and logs.tgz as they stand, each written under a temporary name and renamed;
+# with arguments (NAME STATUS SECONDS LIMIT LOG), that stage's result joins the report first.
+write_results() {
+  python3 - "$results" "$out/gpu-check.json.partial" "$@" <<PY || echo "gpu-check.sh: could not write the report" >&2
+import json, sys
+if len(sys.argv) > 3:
+    name, status, seconds, limit, log = sys.argv[3:]
+    with open(sys.argv[1], "a") as results:
+        print(json.dumps({"stage": name, "status": status, "seconds": int(seconds),
+                          "limit": int(limit),
+                          "output_tail": open(log, errors="replace").read()[-4000:]}), file=results)
+stages = [json.loads(line) for line in open(sys.argv[1])]
+report = {"date": "$(date -u +%FT%TZ)", "revision": "$(revision)", "machine": "$(uname -m)",
+          "device": "$device", "dry_run": $dry_run == 1, "budget_seconds": $budget,
+          "planned": "${planned[*]}".split(), "not_built": $not_built, "stages": stages}
+json.dump(report, open(sys.argv[2], "w"), indent=1)
+PY
+  mv -f "$out/gpu-check.json.partial" "$out/gpu-check.json"
+  tar -C "$logs" -czf "$out/logs.tgz.partial" --exclude=checkpoints --exclude='*.bin' \
+    --exclude='*.safetensors' . && mv -f "$out/logs.tgz.partial" "$out/logs.tgz"
 }
 
-# run_stage NAME SECONDS FUNCTION: runs the stage (unless --only names another) in its own
-# shell, stopped after SECONDS so that one stuck stage cannot take the others' time; records
-# passed, failed, skipped (status 77) or timed out, the seconds and the end of its output.
+# The revision the binaries were built from (their --version), else this tree's.
+revision() {
+  local text
+  if text=$("$bin/sps" --version 2>/dev/null); then
+    sed -n 's/^revision //p' <<<"$text"
+  else
+    git rev-parse --short=12 HEAD 2>/dev/null || echo unknown
+  fi
+}
+
+# Whether stage NAME runs: every stage, or those --only names and the two the others need.
+selected() {
+  [ -z "$only" ] || [[ $only == *",$1,"* ]] || [ "$1" = gpu ] || [ "$1" = build ]
+}
+
+# run_stage NAME LIMIT MINIMUM FUNCTION: runs the stage (unless --only names others) in its
+# own shell, stopped after LIMIT seconds, or after what is left of the budget when that is
+# less; skipped (as status 77) when less than MINIMUM is left. Records passed, failed,
+# skipped or timed out, the seconds, the limit and the end of its output.
 run_stage() {
-  local name=$1 limit=$2 function=$3
-  [ -z "$only" ] || [[ $only == *",$name,"* ]] || [ "$name" = build ] || return 0
-  local start=$SECONDS status rc=0
-  timeout --kill-after=10 "$limit" bash -uo pipefail -c "$function" >"$logs/$name.log" 2>&1 ||
-    rc=$?
+  local name=$1 limit=$2 minimum=$3 function=$4
+  selected "$name" || return 0
+  local begin=$SECONDS status rc=0
+  if [ "$budget" -gt 0 ]; then
+    local left=$((budget - (SECONDS - start) - reserve))
+    [ $left -ge "$limit" ] || limit=$left
+  fi
+  if [ "$limit" -lt "$minimum" ]; then
+    echo "skipped: ${limit}s of the budget left, the stage needs ${minimum}s" >"$logs/$name.log"
+    rc=77
+  else
+    timeout --kill-after=5 "$limit" bash -uo pipefail -c "$function" >"$logs/$name.log" 2>&1 ||
+      rc=$?
+  fi
   case $rc in
     0) status=passed ;;
     77) status=skipped ;;
@@ -81,11 +162,9 @@ run_stage() {
     *) status=failed ;;
   esac
   [ "$status" = passed ] || [ "$status" = skipped ] || failed=1
-  printf '%-14s %s (%ds)\n' "$name" "$status" $((SECONDS - start))
+  printf '%-16s %s (%ds)\n' "$name" "$status" $((SECONDS - begin))
   [ "$status" = passed ] || tail -5 "$logs/$name.log" | sed 's/^/    /'
-  results+=("$(python3 -c 'import json,sys; print(json.dumps({"stage": sys.argv[1], "status": sys.argv[2], "seconds": int(sys.argv[3]), "output_tail": open(sys.argv[4], errors="replace").read()[-4000:]}))' \
-    "$name" "$status" $((SECONDS - start)) "$logs/$name.log")")
-  write_report
+  write_results "$name" "$status" $((SECONDS - begin)) "$limit" "$logs/$name.log"
 }
 
 stage_gpu() {
@@ -106,27 +185,19 @@ stage_build() {
     echo "libraries from the bundle; cuBLASLt and NCCL searched on $LD_LIBRARY_PATH"
   else
     cmake -S . -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON &&
-      ninja -C "$bin" sps test_cuda
+      ninja -C "$bin" sps test_cuda || return 1
   fi
   "$bin/sps" --version >/dev/null  # the binary runs here (its libraries are found)
 }
 
-# The binary sees the GPU and says so.
+# The binary sees the GPU and says so (on the CPU, in a dry run: it runs).
 stage_version() {
   local text
-  text=$("$bin/sps" --version) && echo "$text" && grep -q '; cuda:0 ' <<<"$text"
+  text=$("$bin/sps" --version) || return 1
+  echo "$text"
+  [ "$device" = cpu ] || grep -q "; $device " <<<"$text"
 }
 
-# Hopper code is in the binary as sm_90a machine code, and no kernel uses local memory.
-stage_sass() {
-  command -v cuobjdump >/dev/null || { echo "cuobjdump not found"; return 1; }
-  local elf=$bin/sps
-  [ ! -f "$bin/bundle/sps" ] || elf=$bin/bundle/sps
-  cuobjdump --list-elf "$elf" | tee /dev/stderr | grep -q sm_90a &&
-    ! cuobjdump --dump-sass "$elf" | grep -E '\b(LDL|STL)\b'
-}
-
-# Every CUDA test runs (none skipped: a skip here means the GPU was not seen) and passes.
 # The golden cases the CUDA tests run: the bundle's copy, or ../shared beside this tree.
 use_golden() {
   if [ -d "$bin/bundle/golden" ]; then
@@ -136,32 +207,69 @@ use_golden() {
   fi
 }
 
-# A test that fails is run again with every launch synchronous, so that an error names the
-# kernel that caused it rather than the next copy.
-stage_kernels() {
+# The tests gtest lists as failed in FILE, ':'-joined for --gtest_filter: plain
+# (Suite.Test) and parameterised (Prefix/Suite.Test/Param) names, not the count line.
+failed_tests() {
+  sed -nE 's/^\[  FAILED  \] ([A-Za-z_][A-Za-z0-9_]*(\/[A-Za-z0-9_]+)?\.[A-Za-z_][A-Za-z0-9_]*(\/[A-Za-z0-9_]+)?)(,.*| .*)?$/\1/p' \
+    "$1" | sort -u | paste -sd:
+}
+
+# cuda_tests NAME FILTER: the CUDA tests FILTER selects run (none skipped: a skip here means
+# the GPU was not seen; none selected fails too) and pass. A failing test runs again with
+# every launch synchronous, so that its error names the kernel that caused it rather than
+# the next copy.
+cuda_tests() {
+  local name=$1 filter=$2 output=$logs/$1.out
   use_golden
-  "$bin/test_cuda" --gtest_brief=0 | tee "$logs/kernels.out" &&
-    ! grep -q '\[  SKIPPED \]' "$logs/kernels.out" && return 0
+  "$bin/test_cuda" --gtest_brief=0 --gtest_filter="$filter" >"$output" 2>&1
+  local rc=$?
+  cat "$output"
+  if [ $rc = 0 ]; then
+    if grep -q '^\[  SKIPPED \]' "$output"; then echo "$name: tests were skipped"; return 1; fi
+    if ! grep -qE '^\[  PASSED  \] [1-9][0-9]* test' "$output"; then
+      echo "$name: no test selected by $filter"
+      return 1
+    fi
+    return 0
+  fi
   local failing
-  failing=$(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_.]*\) .*/\1/p' "$logs/kernels.out" | sort -u | paste -sd:)
-  [ -z "$failing" ] || CUDA_LAUNCH_BLOCKING=1 "$bin/test_cuda" --gtest_filter="$failing" | tail -40
+  failing=$(failed_tests "$output")
+  if [ -n "$failing" ]; then
+    echo "rerun: CUDA_LAUNCH_BLOCKING=1 test_cuda --gtest_filter=$failing"
+    CUDA_LAUNCH_BLOCKING=1 "$bin/test_cuda" --gtest_filter="$failing" >"$logs/$name-rerun.out" 2>&1
+    tail -40 "$logs/$name-rerun.out"
+  fi
   return 1
 }
+stage_kernels() { cuda_tests kernels '-*CudaGolden.*:CudaModel.*'; }
+stage_golden() { cuda_tests golden '*CudaGolden.*'; }
+# Whole training steps and cached generation against the CPU, cached decode against the
+# GPU's own full forward, two steps bit for bit.
+stage_model() { cuda_tests model 'CudaModel.*'; }
 
-# memcheck over every CUDA test but the one that asks for 1 PiB on purpose (an API error it
-# would report) and NCCL's (its own kernels); racecheck over the kernels' own tests.
-stage_sanitizer() {
-  command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
-  use_golden
-  compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda" \
-    --gtest_filter='-CudaMemory.AnAllocationTooLargeIsOneLine:NcclAllReduce.*' &&
-    compute-sanitizer --tool racecheck --error-exitcode 1 "$bin/test_cuda" \
-      --gtest_filter='CudaAttention.*:CudaOps.*'
+# Hopper code is in the binary as sm_90a machine code, and no kernel uses local memory. A
+# cuobjdump that fails fails the stage.
+stage_sass() {
+  command -v cuobjdump >/dev/null || { echo "cuobjdump not found"; return 1; }
+  local elf=$bin/sps listing sass
+  [ ! -f "$bin/bundle/sps" ] || elf=$bin/bundle/sps
+  listing=$(cuobjdump --list-elf "$elf") || { echo "cuobjdump --list-elf failed"; return 1; }
+  echo "$listing"
+  grep -q sm_90a <<<"$listing" || { echo "no sm_90a code in $elf"; return 1; }
+  sass=$(cuobjdump --dump-sass "$elf") || { echo "cuobjdump --dump-sass failed"; return 1; }
+  grep -q 'Function : ' <<<"$sass" || { echo "cuobjdump --dump-sass listed no kernel"; return 1; }
+  echo "$(grep -c 'Function : ' <<<"$sass") kernels disassembled"
+  if grep -qE '\b(LDL|STL)\b' <<<"$sass"; then
+    echo "local memory used:"
+    grep -E 'Function : |\b(LDL|STL)\b' <<<"$sass" | grep -B1 -E '\b(LDL|STL)\b' | head -40
+    return 1
+  fi
 }
 
-# sps train on the GPU follows the CPU: the same micro recipe on random tokens, 48 steps on
-# each device, every step's loss and the validation NLL within 1e-3 (relative); on bf16 GEMM
-# operands (system.precision=bf16) within 3e-2, and not equal to fp32's.
+# sps train on the GPU follows the CPU: the same micro recipe on random tokens, 48 steps (of
+# 256 tokens) on each device, every step's loss and the validation NLL within 1e-3
+# (relative); on bf16 GEMM operands (system.precision=bf16) within 3e-2, and not equal to
+# fp32's.
 stage_train() {
   local dir=$logs/train
   rm -rf "$dir" && mkdir -p "$dir/data"
@@ -172,88 +280,113 @@ for name, n in (("train.bin", 20000), ("val.bin", 2000)):
     with open(f"{sys.argv[1]}/{name}", "wb") as f:
         f.write(struct.pack(f"<{n}H", *(60 if random.random() < 1 / 16 else random.randrange(60) for _ in range(n))))
 PY
+  local tokens=$((train_steps * 256))  # 12288 for 48 steps
   cat >"$dir/recipe.yaml" <<YAML
 model: {family: sps, n_layer: 2, n_head: 2, hidden_size: 64, intermediate_size: 96, vocab_size: 64,
         block_size: 32, window_size: 4, eos_token_id: 60, predict_token_id: 61, pad_token_id: 63}
-training: {micro_batch_size: 4, global_batch_size: 8, max_tokens: 12288, eval_total_tokens: 512,
-           eval_interval_tokens: 4096, log_interval: 1, save_every: 1048576,
+training: {micro_batch_size: 4, global_batch_size: 8, max_tokens: $tokens, eval_total_tokens: 512,
+           eval_interval_tokens: $((tokens / 3)), log_interval: 1, save_every: 1048576,
            rolling_save_every: 1048576, chunk_size_units: 4}
 optimizer: {learning_rate: 0.01}
-scheduler: {warmup_tokens: 1024, lr_decay_tokens: 4096, min_lr: 0.001}
+scheduler: {warmup_tokens: $((tokens / 12)), lr_decay_tokens: $((tokens / 3)), min_lr: 0.001}
 data: {dataset: $dir/data}
 YAML
-  local device
-  for device in cpu cuda:0; do
-    "$bin/sps" train --config "$dir/recipe.yaml" --device $device system.out_dir="$dir/$device" \
-      | tail -2 || return 1
+  local precision
+  "$bin/sps" train --config "$dir/recipe.yaml" --device cpu system.out_dir="$dir/cpu" | tail -2 ||
+    return 1
+  for precision in $precisions; do
+    "$bin/sps" train --config "$dir/recipe.yaml" --device $device system.precision=$precision \
+      system.out_dir="$dir/$device-$precision" | tail -2 || return 1
   done
-  "$bin/sps" train --config "$dir/recipe.yaml" --device cuda:0 system.precision=bf16 \
-    system.out_dir="$dir/cuda-bf16" | tail -2 || return 1
-  echo -n "fp32: " && compare_runs "$dir/cpu" "$dir/cuda:0" 0 1e-3 &&
-    echo -n "bf16: " && compare_runs "$dir/cpu" "$dir/cuda-bf16" 1e-6 3e-2
+  echo -n "fp32: " && compare_runs "$dir/cpu" "$dir/$device-fp32" 0 1e-3 || return 1
+  [[ $precisions != *bf16* ]] ||
+    { echo -n "bf16: " && compare_runs "$dir/cpu" "$dir/$device-bf16" 1e-6 3e-2; }
 }
 
 # compare_runs REFERENCE RUN LOW HIGH: passes when the largest relative difference between
-# the two run folders' losses and validation NLLs (48 steps and more) lies in [LOW, HIGH).
+# the two run folders' losses and validation NLLs (every step's, and more) lies in
+# [LOW, HIGH).
 compare_runs() {
-  python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" "$4" <<'PY'
+  python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" "$4" "$train_steps" <<'PY'
 import json, sys
 def read(path):
     lines = [json.loads(l) for l in open(path)]
     return [l["loss"] for l in lines if "loss" in l] + [l["val_nll"] for l in lines if "val_nll" in l]
 reference, run = read(sys.argv[1]), read(sys.argv[2])
 low, high = float(sys.argv[3]), float(sys.argv[4])
-assert len(reference) == len(run) > 48
+assert len(reference) == len(run) > int(sys.argv[5])
 worst = max(abs(a - b) / abs(b) for a, b in zip(run, reference))
 print(f"final val NLL {reference[-1]:.6f} and {run[-1]:.6f}, worst relative difference {worst:.2e}")
 sys.exit(0 if low <= worst < high else 1)
 PY
 }
 
-# Two processes under mpirun, each on the GPU of its local rank (both on GPU 0 where there is
-# one), gradients all-reduced by MPI through host copies: within 1e-3 of two CPU processes.
-# Skipped where mpirun is not installed.
-stage_processes() {
-  command -v mpirun >/dev/null || { echo "mpirun is not installed here"; return 77; }
-  local dir=$logs/train device=cuda
-  [ -f "$dir/recipe.yaml" ] || { echo "no recipe: the train stage did not run"; return 1; }
-  [ "$(nvidia-smi -L | wc -l)" -ge 2 ] || device=cuda:0
-  local mpi="mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2"
-  OMP_NUM_THREADS=1 $mpi "$bin/sps" train --config "$dir/recipe.yaml" --device cpu \
-    system.out_dir="$dir/mpi-cpu" | tail -2 || return 1
-  $mpi "$bin/sps" train --config "$dir/recipe.yaml" --device $device \
-    system.out_dir="$dir/mpi-$device" | tail -2 || return 1
-  compare_runs "$dir/mpi-cpu" "$dir/mpi-$device" 0 1e-3
-}
-
 # sps eval on the GPU follows the CPU: the train stage's checkpoint scored on its
 # validation file on each device, the NLL within 1e-5 (relative).
 stage_eval() {
-  local dir=$logs/train device
+  local dir=$logs/train on
   [ -d "$dir/cpu/checkpoints" ] || { echo "no checkpoint: the train stage did not run"; return 1; }
-  for device in cpu cuda:0; do
-    "$bin/sps" eval --checkpoint "$dir/cpu" --tasks "val:$dir/data/val.bin" --device $device \
-      --quiet --out "$dir/eval-$device.json" >/dev/null || return 1
+  for on in cpu $device; do
+    "$bin/sps" eval --checkpoint "$dir/cpu" --tasks "val:$dir/data/val.bin" --device $on \
+      --quiet --out "$dir/eval-$on.json" >/dev/null || return 1
   done
-  python3 - "$dir/eval-cpu.json" "$dir/eval-cuda:0.json" <<'PY'
+  python3 - "$dir/eval-cpu.json" "$dir/eval-$device.json" <<'PY'
 import json, sys
 cpu, gpu = (json.load(open(p))["val"]["nll"] for p in sys.argv[1:])
-print(f"val NLL cpu {cpu:.8f} cuda {gpu:.8f}, relative difference {abs(cpu - gpu) / cpu:.2e}")
+print(f"val NLL cpu {cpu:.8f} device {gpu:.8f}, relative difference {abs(cpu - gpu) / cpu:.2e}")
 sys.exit(0 if abs(cpu - gpu) <= 1e-5 * cpu else 1)
 PY
 }
 
-# With a GPU present, a command still refuses what the backend cannot do, in one line.
+# Two processes under mpirun, each on the GPU of its local rank (both on GPU 0 where there is
+# one), gradients summed by NCCL or through host copies: within 1e-3 of two CPU processes.
+# Skipped where mpirun is not installed, and with a bundle unless the machine's mpirun is
+# the bundle's Open MPI (another mpirun cannot start the bundle's MPI_Init).
+stage_processes() {
+  command -v mpirun >/dev/null || { echo "mpirun is not installed here"; return 77; }
+  local theirs ours
+  theirs=$(mpirun --version 2>&1)
+  theirs=${theirs%%$'\n'*}
+  if [ -n "$bundle" ]; then
+    ours=$(cat "$bin/bundle/mpi-version" 2>/dev/null)
+    if [ "$ours" != "$theirs" ]; then
+      echo "the bundle's MPI is '${ours:-unknown}', this machine's mpirun is '$theirs': skipped"
+      return 77
+    fi
+  fi
+  local dir=$logs/train mpi_device=$device
+  [ -f "$dir/recipe.yaml" ] || { echo "no recipe: the train stage did not run"; return 1; }
+  [ "$device" = cpu ] || [ "$(nvidia-smi -L | wc -l)" -lt 2 ] || mpi_device=cuda
+  local mpi="mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2"
+  rm -rf "$dir/mpi-reference" "$dir/mpi-$mpi_device"
+  OMP_NUM_THREADS=1 $mpi "$bin/sps" train --config "$dir/recipe.yaml" --device cpu \
+    system.out_dir="$dir/mpi-reference" | tail -2 || return 1
+  $mpi "$bin/sps" train --config "$dir/recipe.yaml" --device $mpi_device \
+    system.out_dir="$dir/mpi-$mpi_device" | tail -2 || return 1
+  compare_runs "$dir/mpi-reference" "$dir/mpi-$mpi_device" 0 1e-3
+}
+
+# refused COMMAND…: exit status 2 and one line starting "sps: " (printed).
+refused() {
+  local text rc=0
+  text=$("$@" 2>&1) || rc=$?
+  echo "$text"
+  [ $rc -eq 2 ] && [ "$(wc -l <<<"$text")" -eq 1 ] && [[ $text == "sps: "* ]]
+}
+
+# With a GPU present, a command still refuses what the backend cannot do, in one line: an
+# index out of range, and a command without GPU kernels (sps analyze gradients). In a dry run
+# both are refused for want of a GPU.
 stage_device_errors() {
-  local err rc=0
-  err=$("$bin/sps" bench attention --device cuda:64 2>&1) || rc=$?
-  echo "$err"
-  [ $rc -eq 2 ] && [[ $err == "sps: --device: cuda:64 asked for, but this machine has "* ]] || return 1
-  rc=0
-  err=$("$bin/sps" analyze gradients --checkpoint "$logs/train/cpu" --out "$logs/gradients.json" \
-    --device cuda:0 2>&1) || rc=$?
-  echo "$err"
-  [ $rc -eq 2 ] && [[ $err == *"the CUDA backend does not run"* ]]
+  local text
+  text=$(refused "$bin/sps" bench attention --device cuda:64) || { echo "$text"; return 1; }
+  echo "$text"
+  [ "$device" = cpu ] || [[ $text == "sps: --device: cuda:64 asked for, but this machine has "* ]] ||
+    return 1
+  text=$(refused "$bin/sps" analyze gradients --checkpoint "$logs/train/cpu" \
+    --out "$logs/gradients.json" --device cuda:0) || { echo "$text"; return 1; }
+  echo "$text"
+  [ "$device" = cpu ] || [[ $text == *"the CUDA backend does not run"* ]]
 }
 
 # The attention alone at the paper's shape (T = 4096, w = 64, 12 heads of 64), fp32 and bf16:
@@ -261,51 +394,90 @@ stage_device_errors() {
 # passes when it runs.
 stage_bench_attention() {
   local precision
-  for precision in fp32 bf16; do
-    "$bin/sps" bench attention --device cuda:0 --precision $precision --tokens 4096 \
-      --window 64 --heads 12 --head-dim 64 --repeats 5 || return 1
+  for precision in $precisions; do
+    "$bin/sps" bench attention --device $device --precision $precision $attention_shape || return 1
   done
 }
 
-# A training step of scale s at the paper's T = 4096 (micro-batch 4), standard and sps w64,
-# bf16 and fp32: step time, tokens/s and model FLOP/s against the GPU's own GEMM rate
-# measured beside it. Prints numbers; passes when it runs.
+# The GPU's GEMM rate at n = 8192 (bf16 operands rounded before the timed products), then a
+# training step of scale s at the paper's T = 4096 (micro-batch 4), standard and sps w64,
+# bf16 and fp32, one warm-up and two timed steps: step time, tokens/s and model FLOP/s
+# against the GEMM rate measured beside it. Prints numbers; passes when it runs.
 stage_bench_step() {
   local precision family
-  for precision in bf16 fp32; do
+  for precision in $precisions; do
+    "$bin/sps" bench gemm --device $device --precision $precision $gemm_shape || return 1
     for family in standard sps; do
-      "$bin/sps" bench step --config configs/models/s.yaml model.family=$family \
-        model.window_size=64 --device cuda:0 --precision $precision --batch 4 --json || return 1
+      "$bin/sps" bench step $step_shape model.family=$family model.window_size=64 \
+        --device $device --precision $precision --json || return 1
     done
   done
 }
 
-# Decode by the paper's protocol (P = 1024, N = 3072, B = 16) for standard and sps w64 of
-# scale s, alternated step by step: tokens/s, KV bytes, and decode against the GPU's copy
-# bandwidth and GEMM rate measured beside it. Prints numbers; passes when it runs.
+# Decode of scale s, standard and sps w64, alternated step by step: B = 16 rows, P = 1024
+# prompt tokens (the paper's), N = 256 new ones (the paper's 3072 left for a later call):
+# tokens/s, KV bytes, and decode against the GPU's copy bandwidth and GEMM rate measured
+# beside it. Prints numbers; passes when it runs.
 stage_bench_generate() {
-  "$bin/sps" bench generate model.window_size=64 --config configs/models/s.yaml \
-    --families standard,sps --paper --interleave --warmup 0 --runs 1 --device cuda:0
+  "$bin/sps" bench generate model.window_size=64 $generate_shape --families standard,sps \
+    --interleave --warmup 0 --runs 1 --device $device
 }
 
-export -f compare_runs use_golden $(declare -F | awk '$3 ~ /^stage_/ {print $3}')
-# Stage limits: a few times the expected seconds (a source build aside), so that one stuck
-# stage leaves the others time; the report says which stages a cut-short run reached.
-run_stage gpu 30 stage_gpu
-run_stage build 1800 stage_build
-if [ $failed = 0 ]; then
-  run_stage version 30 stage_version
-  run_stage sass 60 stage_sass
-  run_stage kernels 180 stage_kernels
-  run_stage train 150 stage_train
-  run_stage eval 40 stage_eval
-  run_stage processes 120 stage_processes
-  run_stage device-errors 30 stage_device_errors
-  run_stage bench-attention 60 stage_bench_attention
-  run_stage bench-step 120 stage_bench_step
-  run_stage bench-generate 120 stage_bench_generate
-  run_stage sanitizer 300 stage_sanitizer
-fi
-write_report
-echo "report: $report"
+# compute-sanitizer's racecheck over the attention and top-k kernels at small shapes.
+stage_racecheck() {
+  command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
+  use_golden
+  compute-sanitizer --tool racecheck --target-processes all --error-exitcode 1 \
+    "$bin/test_cuda" --gtest_filter="$race_filter"
+}
+
+# memcheck over the CUDA tests; API errors are not reported (the libraries' own, such as
+# cuBLASLt's probing, are not ours; the tests check every error our calls return).
+stage_memcheck() {
+  command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
+  use_golden
+  compute-sanitizer --tool memcheck --report-api-errors no --target-processes all \
+    --error-exitcode 1 "$bin/test_cuda" --gtest_filter="$memcheck_filter"
+}
+
+export -f compare_runs use_golden failed_tests cuda_tests refused \
+  $(declare -F | awk '$3 ~ /^stage_/ {print $3}')
+
+# name, limit and minimum seconds (a source build: 1800), function. The first pass (gpu to
+# bench-generate) must fit the per-command limit of a lent GPU (600 s): its limits add up to
+# 505; expected, about half.
+build_limit=45
+[ -n "$bundle" ] || build_limit=1800
+stages=(
+  "gpu 10 10 stage_gpu"
+  "build $build_limit $build_limit stage_build"
+  "version 10 10 stage_version"
+  "kernels 100 100 stage_kernels"
+  "golden 30 30 stage_golden"
+  "model 45 45 stage_model"
+  "train 45 45 stage_train"
+  "eval 15 15 stage_eval"
+  "processes 30 30 stage_processes"
+  "device-errors 10 10 stage_device_errors"
+  "sass 30 30 stage_sass"
+  "bench-attention 30 30 stage_bench_attention"
+  "bench-step 60 60 stage_bench_step"
+  "bench-generate 45 45 stage_bench_generate"
+  "racecheck 90 45 stage_racecheck"
+  "memcheck 300 60 stage_memcheck"
+)
+for stage in "${stages[@]}"; do
+  name=${stage%% *}
+  selected "$name" || continue
+  planned+=("$name")
+done
+write_results
+for stage in "${stages[@]}"; do
+  read -r name limit minimum function <<<"$stage"
+  run_stage "$name" "$limit" "$minimum" "$function"
+  # Nothing runs without the GPU and the binaries.
+  if [ $failed = 1 ] && { [ "$name" = gpu ] || [ "$name" = build ]; }; then break; fi
+done
+write_results
+echo "report: $out/gpu-check.json, logs: $out/logs.tgz"
 exit $failed

@@ -12,14 +12,16 @@ namespace sps {
 // Median sgemm rate (GFLOP/s) of C[n,n] = A·Bᵀ over `repeats` runs, after one warm-up.
 double measure_sgemm_gflops(int64_t n, int repeats);
 
-// The same product through `backend`'s linear_forward (on a GPU: cuBLASLt, with the
-// backend's operand precision), each run timed to a download that waits for it.
+// The same product on `backend` (Backend::time_gemm: on a GPU cuBLASLt, with the backend's
+// operand precision, bf16 operands rounded before the timed products), median of `repeats`
+// after one warm-up.
 double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n, int repeats);
 
-// fp32: sgemm at n³. bf16 (the CPU's): the bf16 GEMM path this process takes, at n³ and at the
-// shapes of an s-scale block's projections on n rows, beside oneDNN's own bf16 and f32
-// matmuls and sgemm.
-void run_gemm_bench(int64_t n, int repeats, ops::Precision precision = ops::Precision::fp32);
+// `sps bench gemm`. On the CPU, fp32: sgemm at n³; bf16: the bf16 GEMM path this process
+// takes, at n³ and at the shapes of an s-scale block's projections on n rows, beside oneDNN's
+// own bf16 and f32 matmuls and sgemm. On a GPU: its backend's GEMM at n³ on `precision`
+// operands (measure_backend_gemm_gflops).
+void run_gemm_bench(const ops::Device& device, ops::Precision precision, int64_t n, int repeats);
 
 struct StepBenchOptions {
   ModelConfig config;

@@ -39,15 +39,11 @@ double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n
   a.upload(host.data(), n * n);
   b.upload(host.data(), n * n);
   c.reserve(n * n);
+  const std::vector<double> seconds =
+      backend.time_gemm(c.data(), a.data(), b.data(), n, repeats + 1);
   std::vector<double> rates;
-  for (int r = 0; r <= repeats; ++r) {
-    const double t0 = now_seconds();
-    backend.linear_forward(c.data(), a.data(), b.data(), n, n, n, false);
-    float probe = 0;
-    backend.download(&probe, c.data(), sizeof probe);  // returns once the product is done
-    const double seconds = now_seconds() - t0;
-    if (r > 0) rates.push_back(2.0 * double(n) * double(n) * double(n) / seconds / 1e9);
-  }
+  for (size_t r = 1; r < seconds.size(); ++r)  // the first warms up
+    rates.push_back(2.0 * double(n) * double(n) * double(n) / seconds[r] / 1e9);
   return median(rates);
 }
 
@@ -133,7 +129,15 @@ void run_bf16_gemm_bench(int64_t n, int repeats) {
 
 }  // namespace
 
-void run_gemm_bench(int64_t n, int repeats, ops::Precision precision) {
+void run_gemm_bench(const ops::Device& device, ops::Precision precision, int64_t n, int repeats) {
+  if (device.kind != ops::Device::Kind::cpu) {
+    const double gflops =
+        measure_backend_gemm_gflops(ops::backend_for(device, precision), n, repeats);
+    fmt::print("{} GEMM {}x{}x{} on {}  median of {}: {:.1f} GFLOP/s\n",
+               precision == ops::Precision::bf16 ? "bf16" : "fp32", n, n, n, device.name(), repeats,
+               gflops);
+    return;
+  }
   if (precision == ops::Precision::bf16) return run_bf16_gemm_bench(n, repeats);
   const double gflops = measure_sgemm_gflops(n, repeats);
   fmt::print("sgemm {}x{}x{}  threads {}  median of {}: {:.1f} GFLOP/s\n", n, n, n,

@@ -121,19 +121,23 @@ void register_serve_bench(CLI::App* bench) {
 }
 
 void register_gemm_bench(CLI::App* bench) {
-  auto* gemm = bench->add_subcommand("gemm", "the sgemm rate BLAS reaches with these threads");
+  auto* gemm = bench->add_subcommand(
+      "gemm",
+      "the GEMM rate: BLAS sgemm (or the bf16 GEMMs) with these threads, or a GPU's (--device)");
   static int64_t gemm_n = 2048;
   static int gemm_repeats = 5;
-  static std::string gemm_precision = "fp32";
   gemm->add_option("--size", gemm_n,
                    "matrix size n (n×n×n; with bf16 also the rows of the layer shapes)")
       ->check(CLI::Range(64, 16384));
   gemm->add_option("--repeats", gemm_repeats, "timed runs")->check(CLI::Range(1, 1000));
-  gemm->add_option("--precision", gemm_precision,
-                   "fp32, or bf16: the CPU's bf16 GEMMs beside oneDNN's matmuls and sgemm")
-      ->capture_default_str();
-  gemm->callback([] {
-    run_gemm_bench(gemm_n, gemm_repeats, ops::parse_precision(gemm_precision, "--precision"));
+  const DeviceChoice& on = add_device_and_precision_options(
+      gemm, "sps bench gemm",
+      "fp32, or bf16: on the CPU its bf16 GEMMs beside oneDNN's matmuls and sgemm; on a GPU its "
+      "GEMM on bf16 operands (rounded once, untimed)",
+      Bf16On::every_device);
+  gemm->callback([&on] {
+    run_gemm_bench(ops::parse_device(on.device, "--device"),
+                   ops::parse_precision(on.precision, "--precision"), gemm_n, gemm_repeats);
   });
 }
 

@@ -59,12 +59,22 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
   rope_sin_.upload(sin_table.data(), sin_table.size());
 
   const int64_t B = shape.batch, rows = B * shape.max_chunk_tokens * Q_;
-  step_tokens_.assign(rows, 0);
-  step_positions_.assign(rows, 0);
-  device_tokens_.reset(size_t(rows));
-  device_positions_.reset(size_t(rows));
-  for (auto* counts : {&device_persistent_end_, &device_ring_len_, &device_ring_next_})
-    counts->reset(size_t(B));
+  step_inputs_host_.assign(size_t(2 * rows), 0);
+  step_inputs_.reset(size_t(2 * rows));
+  step_counts_host_.assign(size_t(3 * B), 0);
+  step_counts_.reset(size_t(3 * B));
+  // A step's readout rows: row i of the last layer's h and att is row i·Q + readout_stream_
+  // (the same offsets for every step, uploaded once).
+  if (Q_ == 2) {
+    const int64_t readout_rows = B * shape.max_chunk_tokens;
+    readout_.reset(size_t(2 * readout_rows * d_));
+    std::vector<int64_t> offsets(size_t(2 * readout_rows));
+    for (int64_t i = 0; i < readout_rows; ++i) {
+      offsets[i] = i * d_;
+      offsets[readout_rows + i] = (i * Q_ + readout_stream_) * d_;
+    }
+    readout_offsets_.upload(offsets.data(), offsets.size());
+  }
   h_.reset(size_t(rows * d_));
   n_.reset(size_t(rows * d_));
   rstd_.reset(size_t(rows));
@@ -101,7 +111,9 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P,
     // Each row's cache takes its last document: prompt tokens [start, P) of the persistent
     // stream, and the last ring_capacity of them of the windowed stream. A prompt ending in
     // EOS ends its document: the next step starts from an empty cache.
+    // Slot s of the group's forward is sequence b0 + s / S, row s % S (stream-major).
     std::vector<int64_t> start(n), ring_start(n);
+    cache_.clear_writes();
     for (int64_t b = b0; b < b0 + n; ++b) {
       const int64_t last = b * P + P - 1;
       SPS_ASSERT(prompts[last] != c.pad_token_id);
@@ -109,30 +121,32 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P,
       last_token_[b] = prompts[last];
       start[b - b0] = prompts[last] == c.eos_token_id ? P : prompt_layout_.doc_start[last];
       ring_start[b - b0] = std::max(start[b - b0], P - ring_capacity);
+      for (int64_t i = start[b - b0]; i < P; ++i)
+        cache_.plan_persistent_write(b, i - start[b - b0],
+                                     (b - b0) * S + persistent_stream_ * P + i);
+      for (int64_t i = ring_start[b - b0]; ring_capacity > 0 && i < P; ++i)
+        cache_.plan_ring_write(b, i - ring_start[b - b0], (b - b0) * S + window_stream_ * P + i);
     }
     ForwardOptions blocks_only;
     blocks_only.blocks_only = true;
     blocks_only.after_layer = [&](int64_t l) {
-      for (int64_t b = b0; b < b0 + n; ++b) {
-        const T* qkv = model_.layer_qkv(l) + (b - b0) * S * 3 * d_;
-        for (int64_t i = start[b - b0]; i < P; ++i) {
-          const T* row = qkv + (persistent_stream_ * P + i) * 3 * d_;
-          cache_.write_persistent(l, b, i - start[b - b0], row + d_, row + 2 * d_);
-        }
-        for (int64_t i = ring_start[b - b0]; ring_capacity > 0 && i < P; ++i) {
-          const T* row = qkv + (window_stream_ * P + i) * 3 * d_;
-          cache_.write_ring(l, b, i - ring_start[b - b0], row + d_, row + 2 * d_);
-        }
-      }
+      cache_.write_layer(l, model_.layer_qkv(l));
       if (between_layers && (l + 1 < L_ || b0 + n < B)) between_layers();
     };
     model_.forward(prompts + b0 * P, nullptr, n, P, blocks_only);
+    // Each row's last readout slot, gathered into h_ (free until the first step), then
+    // normed together.
+    std::vector<int64_t> offsets(size_t(2 * n));
     for (int64_t b = b0; b < b0 + n; ++b) {
       cache_.set_lengths(b, P - start[b - b0], ring_capacity > 0 ? P - ring_start[b - b0] : 0);
-      const T* hidden = model_.final_hidden() + ((b - b0) * S + readout_stream_ * P + P - 1) * d_;
-      backend_.rmsnorm_forward(nf_.data() + b * d_, rstdf_.data() + b, hidden,
-                               W + model_.params().output_norm(), 1, d_, c.norm_eps);
+      offsets[b - b0] = (b - b0) * d_;
+      offsets[n + b - b0] = ((b - b0) * S + readout_stream_ * P + P - 1) * d_;
     }
+    prefill_offsets_.upload(offsets.data(), offsets.size());
+    backend_.copy_rows(h_.data(), model_.final_hidden(), prefill_offsets_.data(),
+                       prefill_offsets_.data() + n, n, d_);
+    backend_.rmsnorm_forward(nf_.data() + b0 * d_, rstdf_.data() + b0, h_.data(),
+                             W + model_.params().output_norm(), n, d_, c.norm_eps);
   }
   model_.block_linear(logits_.data(), nf_.data(), model_.params().wte(), B, d_, V_, false, true);
   logit_positions_ = 1;
@@ -219,9 +233,10 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
       SPS_ASSERT(token >= 0 && token < V_ && (token != c.eos_token_id || t == K - 1));
       const int64_t pos = next_position_[b] + t;
       SPS_ASSERT(pos < rope_positions_);  // so the row's document fits the cache too
-      step_tokens_[(b * K + t) * Q_] = token;
-      if (Q_ == 2) step_tokens_[(b * K + t) * Q_ + 1] = c.predict_token_id;
-      for (int64_t a = 0; a < Q_; ++a) step_positions_[(b * K + t) * Q_ + a] = int32_t(pos);
+      int32_t* slot_tokens = step_inputs_host_.data() + (b * K + t) * Q_;
+      slot_tokens[0] = token;
+      if (Q_ == 2) slot_tokens[1] = c.predict_token_id;
+      for (int64_t a = 0; a < Q_; ++a) slot_tokens[slots + a] = int32_t(pos);
     }
     ring_next_[b] = ring_capacity > 0 ? cache_.ring_slot(b) : 0;
   }
@@ -241,19 +256,31 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   attn.ring_len = cache_.ring_lengths();
   attn.ring_next = ring_next_.data();
   last_step_pairs_ = L_ * ops::decode_attention_pairs(attn);
-  device_persistent_end_.upload(cache_.persistent_lengths(), B);
-  device_ring_len_.upload(cache_.ring_lengths(), B);
-  device_ring_next_.upload(ring_next_.data(), B);
-  attn.persistent_end = device_persistent_end_.data();
-  attn.ring_len = device_ring_len_.data();
-  attn.ring_next = device_ring_next_.data();
-  device_tokens_.upload(step_tokens_.data(), slots);
-  device_positions_.upload(step_positions_.data(), slots);
+  // The counts, and the tokens and positions, cross in one copy each.
+  std::copy_n(cache_.persistent_lengths(), B, step_counts_host_.begin());
+  std::copy_n(cache_.ring_lengths(), B, step_counts_host_.begin() + B);
+  std::copy_n(ring_next_.begin(), B, step_counts_host_.begin() + 2 * B);
+  step_counts_.upload(step_counts_host_.data(), size_t(3 * B));
+  attn.persistent_end = step_counts_.data();
+  attn.ring_len = step_counts_.data() + B;
+  attn.ring_next = step_counts_.data() + 2 * B;
+  step_inputs_.upload(step_inputs_host_.data(), size_t(2 * slots));
+  // The new rows join the cache after each layer's attention; the counts move after all
+  // layers, so no layer of this call sees them as cached. Of the ring pushes only the last
+  // ring_capacity survive.
+  cache_.clear_writes();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < K; ++t) {
+      const int64_t slot = (b * K + t) * Q_;
+      cache_.plan_persistent_write(b, cache_.persistent_length(b) + t, slot + persistent_stream_);
+      if (ring_capacity > 0 && t >= K - ring_capacity)
+        cache_.plan_ring_write(b, (ring_next_[b] + t) % ring_capacity, slot + window_stream_);
+    }
 
   const T* W = model_.weights();
-  const int32_t* pos = device_positions_.data();
+  const int32_t* pos = step_inputs_.data() + slots;
   T *h = h_.data(), *n = n_.data(), *qkv = qkv_.data(), *att = att_.data();
-  model_.embed(h, device_tokens_.data(), slots);
+  model_.embed(h, step_inputs_.data(), slots);
   for (int64_t l = 0; l < L_; ++l) {
     const LayerParams& p = table.layer(l);
     backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, slots, d, c.norm_eps);
@@ -262,39 +289,30 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     backend_.rope_forward(qkv + d, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
     backend_.attention_decode(att, qkv, cache_.persistent_k(l), cache_.persistent_v(l),
                               cache_.ring_k(l), cache_.ring_v(l), attn);
+    cache_.write_layer(l, qkv);
     // In the last layer only the readout stream's rows still matter (the other stream's keys
-    // and values are computed above): move them to the front and skip the rest's projection
-    // and MLP, which feed nothing. Each row's arithmetic is unchanged.
+    // and values are in the cache now): gather them into readout_ and skip the rest's
+    // projection and MLP, which feed nothing. Each row's arithmetic is unchanged.
     int64_t rows = slots;
     if (l == L_ - 1 && Q_ == 2) {
       rows = B * K;
-      for (int64_t i = 0; i < rows; ++i) {
-        const int64_t from = i * Q_ + readout_stream_;
-        if (from == i) continue;
-        backend_.copy(h + i * d, h + from * d, sizeof(T) * d);
-        backend_.copy(att + i * d, att + from * d, sizeof(T) * d);
-      }
+      const int64_t most = shape_.batch * shape_.max_chunk_tokens;  // rows the offsets cover
+      const int64_t* to = readout_offsets_.data();
+      const int64_t* from = to + most;
+      T* readout_h = readout_.data();
+      T* readout_att = readout_h + most * d;
+      backend_.copy_rows(readout_h, h, to, from, rows, d);
+      backend_.copy_rows(readout_att, att, to, from, rows, d);
+      h = readout_h;
+      att = readout_att;
     }
     model_.block_linear(h, att, p.c_proj, rows, d, d, true, true);
-    // The new rows join the cache after this layer's attention; the counts move after all
-    // layers, so no layer of this call sees them as cached. Of the ring pushes only the
-    // last ring_capacity survive.
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < K; ++t) {
-        const T* row = qkv + ((b * K + t) * Q_) * 3 * d;
-        const T* prow = row + persistent_stream_ * 3 * d;
-        cache_.write_persistent(l, b, cache_.persistent_length(b) + t, prow + d, prow + 2 * d);
-        if (ring_capacity > 0 && t >= K - ring_capacity) {
-          const T* wrow = row + window_stream_ * 3 * d;
-          cache_.write_ring(l, b, (ring_next_[b] + t) % ring_capacity, wrow + d, wrow + 2 * d);
-        }
-      }
     backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, rows, d, c.norm_eps);
     model_.block_linear(gate_up_.data(), n, p.gate_up, rows, d, 2 * F, false, true);
     backend_.swiglu_forward(act_.data(), gate_up_.data(), rows, F);
     model_.block_linear(h, act_.data(), p.down_proj, rows, F, d, true, true);
   }
-  // The readout rows are the first B·K rows of h (compacted above when Q = 2).
+  // The readout rows are the first B·K rows of h (gathered above when Q = 2).
   backend_.rmsnorm_forward(nf_.data(), rstdf_.data(), h, W + table.output_norm(), B * K, d,
                            c.norm_eps);
   for (int64_t b = 0; b < B; ++b) {

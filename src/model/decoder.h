@@ -119,8 +119,9 @@ class Decoder {
   KvCache<T> cache_;
   SlotLayout prompt_layout_;
   ops::DeviceBuffer<T> rope_cos_{backend_}, rope_sin_{backend_};
-  std::vector<int32_t> step_tokens_, step_positions_;  // [B·K·Q], built on the host
-  ops::DeviceBuffer<int32_t> device_tokens_{backend_}, device_positions_{backend_};
+  // A step's slot tokens [B·K·Q] then their positions [B·K·Q], built on the host.
+  std::vector<int32_t> step_inputs_host_;
+  ops::DeviceBuffer<int32_t> step_inputs_{backend_};
   ops::DeviceBuffer<T> h_{backend_}, n_{backend_}, rstd_{backend_}, qkv_{backend_},
       att_{backend_}, gate_up_{backend_}, act_{backend_};  // [B·K·Q, ·]
   ops::DeviceBuffer<T> nf_{backend_}, rstdf_{backend_}, logits_{backend_};  // [B·K, ·]
@@ -138,10 +139,15 @@ class Decoder {
   ops::DeviceBuffer<int32_t> top_answer_{backend_};
   std::vector<int32_t> top_answer_host_;
   std::vector<int64_t> ring_next_;                           // [B] ring row of the next push
-  // The decode attention's per-row counts in the backend's memory: persistent and ring rows
-  // cached, the ring row after the newest.
-  ops::DeviceBuffer<int64_t> device_persistent_end_{backend_}, device_ring_len_{backend_},
-      device_ring_next_{backend_};
+  // The decode attention's per-row counts, [3, B]: persistent and ring rows cached, the ring
+  // row after the newest; on the host, then in the backend's memory.
+  std::vector<int64_t> step_counts_host_;
+  ops::DeviceBuffer<int64_t> step_counts_{backend_};
+  // Interleaved families: the last layer's readout rows of h and att, [2, B·max_chunk, d],
+  // gathered by copy_rows at these offsets ([to | from], the same every step).
+  ops::DeviceBuffer<T> readout_{backend_};
+  ops::DeviceBuffer<int64_t> readout_offsets_{backend_};
+  ops::DeviceBuffer<int64_t> prefill_offsets_{backend_};     // prefill's readout rows, [to | from]
   std::vector<int64_t> next_position_;                       // [B]
   std::vector<int32_t> last_token_;                          // [B] last token consumed
   int64_t last_step_pairs_ = 0;

@@ -1,7 +1,6 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
-#include <array>
 
 #include "util/error.h"
 
@@ -20,6 +19,7 @@ void KvCache<T>::allocate(const KvCacheShape& shape) {
   persistent_len_.assign(shape.batch, 0);
   ring_len_.assign(shape.batch, 0);
   ring_pushed_.assign(shape.batch, 0);
+  clear_writes();
 }
 
 template <typename T>
@@ -28,30 +28,48 @@ int64_t KvCache<T>::ring_slot(int64_t b) const {
   return ring_pushed_[b] % shape_.ring_capacity;
 }
 
-namespace {
-// Scatters a [H·D] row into row `row` of each head's [capacity, D] block.
 template <typename T>
-void scatter_row(const ops::Memory& memory, T* blocks, int64_t b, int64_t row, int64_t capacity,
-                 int64_t H, int64_t D, const T* src) {
+void KvCache<T>::clear_writes() {
+  plan_to_.clear();
+  plan_from_.clear();
+  plan_uploaded_ = false;
+}
+
+template <typename T>
+void KvCache<T>::plan_write(int64_t block, int64_t v_block, int64_t capacity, int64_t b,
+                            int64_t row, int64_t slot) {
+  const int64_t H = shape_.heads, D = shape_.head_dim;
   for (int64_t h = 0; h < H; ++h)
-    memory.copy(blocks + ((b * H + h) * capacity + row) * D, src + h * D, sizeof(T) * D);
-}
-}  // namespace
-
-template <typename T>
-void KvCache<T>::write_persistent(int64_t l, int64_t b, int64_t row, const T* k, const T* v) {
-  SPS_ASSERT(0 <= row && row < shape_.persistent_capacity);
-  const int64_t C = shape_.persistent_capacity, H = shape_.heads, D = shape_.head_dim;
-  scatter_row(data_.memory(), persistent_k(l), b, row, C, H, D, k);
-  scatter_row(data_.memory(), persistent_v(l), b, row, C, H, D, v);
+    for (const int64_t kv : {0, 1}) {
+      plan_to_.push_back(block + kv * v_block + ((b * H + h) * capacity + row) * D);
+      plan_from_.push_back((slot * 3 + 1 + kv) * H * D + h * D);
+    }
+  plan_uploaded_ = false;
 }
 
 template <typename T>
-void KvCache<T>::write_ring(int64_t l, int64_t b, int64_t row, const T* k, const T* v) {
-  SPS_ASSERT(0 <= row && row < shape_.ring_capacity);
-  const int64_t C = shape_.ring_capacity, H = shape_.heads, D = shape_.head_dim;
-  scatter_row(data_.memory(), ring_k(l), b, row, C, H, D, k);
-  scatter_row(data_.memory(), ring_v(l), b, row, C, H, D, v);
+void KvCache<T>::plan_persistent_write(int64_t b, int64_t row, int64_t slot) {
+  SPS_ASSERT(0 <= b && b < shape_.batch && 0 <= row && row < shape_.persistent_capacity);
+  plan_write(0, persistent_block_, shape_.persistent_capacity, b, row, slot);
+}
+
+template <typename T>
+void KvCache<T>::plan_ring_write(int64_t b, int64_t row, int64_t slot) {
+  SPS_ASSERT(0 <= b && b < shape_.batch && 0 <= row && row < shape_.ring_capacity);
+  plan_write(2 * persistent_block_, ring_block_, shape_.ring_capacity, b, row, slot);
+}
+
+template <typename T>
+void KvCache<T>::write_layer(int64_t l, const T* qkv) {
+  const int64_t n = int64_t(plan_to_.size());
+  if (n == 0) return;
+  if (!plan_uploaded_) {
+    plan_packed_.assign(plan_to_.begin(), plan_to_.end());
+    plan_packed_.insert(plan_packed_.end(), plan_from_.begin(), plan_from_.end());
+    plan_.upload(plan_packed_.data(), plan_packed_.size());
+    plan_uploaded_ = true;
+  }
+  backend_.copy_rows(persistent_k(l), qkv, plan_.data(), plan_.data() + n, n, shape_.head_dim);
 }
 
 template <typename T>
@@ -77,33 +95,53 @@ template <typename T>
 void KvCache<T>::copy_sequence(int64_t b, const KvCache& source, int64_t from) {
   const KvCacheShape& s = source.shape_;
   SPS_ASSERT(s.layers == shape_.layers && s.heads == shape_.heads && s.head_dim == shape_.head_dim);
+  SPS_ASSERT(&source != this || b != from);
   const int64_t persistent = source.persistent_len_[from], ring = source.ring_len_[from];
   SPS_ASSERT(persistent <= shape_.persistent_capacity && ring <= shape_.ring_capacity);
   const int64_t H = shape_.heads, D = shape_.head_dim;
-  // The source ring's oldest kept push sits at (pushed − length) mod capacity.
+  // The source ring's oldest kept push sits at (pushed − length) mod capacity; its rows go
+  // oldest first, from `oldest` to the end and then from row 0.
   const int64_t oldest = ring > 0 ? (source.ring_pushed_[from] - ring) % s.ring_capacity : 0;
-  for (int64_t l = 0; l < shape_.layers; ++l)
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t src_head = from * H + h, dst_head = b * H + h;
-      // n rows from source row src_row0 of the head to row dst_row0 of this head.
-      const auto copy_rows = [&](T* dst, const T* src, int64_t dst_cap, int64_t src_cap,
-                                 int64_t dst_row0, int64_t src_row0, int64_t n) {
-        data_.memory().copy(dst + (dst_head * dst_cap + dst_row0) * D,
-                            src + (src_head * src_cap + src_row0) * D, sizeof(T) * n * D);
-      };
-      copy_rows(persistent_k(l), source.persistent_k(l), shape_.persistent_capacity,
-                s.persistent_capacity, 0, 0, persistent);
-      copy_rows(persistent_v(l), source.persistent_v(l), shape_.persistent_capacity,
-                s.persistent_capacity, 0, 0, persistent);
-      // The ring's rows oldest first: from `oldest` to the end, then from row 0.
-      const int64_t tail = std::min(ring, s.ring_capacity - oldest);
-      for (const auto& [dst_row0, src_row0, n] :
-           {std::array<int64_t, 3>{0, oldest, tail}, std::array<int64_t, 3>{tail, 0, ring - tail}}) {
-        if (n == 0) continue;
-        copy_rows(ring_k(l), source.ring_k(l), shape_.ring_capacity, s.ring_capacity, dst_row0, src_row0, n);
-        copy_rows(ring_v(l), source.ring_v(l), shape_.ring_capacity, s.ring_capacity, dst_row0, src_row0, n);
-      }
-    }
+  const int64_t tail = std::min(ring, s.ring_capacity - oldest);
+  // Runs of rows of one (layer, K or V, head), each contiguous in both caches: the persistent
+  // rows, then the ring's two pieces. One copy_rows per run length (the runs of a piece are
+  // equally long), with element offsets from the start of each cache.
+  struct Piece {
+    int64_t rows, to_row, from_row;
+    bool ring;
+  };
+  const Piece pieces[] = {
+      {persistent, 0, 0, false}, {tail, 0, oldest, true}, {ring - tail, tail, 0, true}};
+  struct Call {
+    int64_t first, rows, width;  // where its offsets start in `offsets`, rows, elements a row
+  };
+  std::vector<int64_t> offsets;
+  std::vector<Call> calls;
+  for (const Piece& p : pieces) {
+    if (p.rows == 0) continue;
+    const int64_t to_cap = p.ring ? shape_.ring_capacity : shape_.persistent_capacity;
+    const int64_t from_cap = p.ring ? s.ring_capacity : s.persistent_capacity;
+    std::vector<int64_t> to, from_rows;
+    for (int64_t l = 0; l < shape_.layers; ++l)
+      for (const int64_t kv : {0, 1})
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t to_block =
+              p.ring ? 2 * persistent_block_ + kv * ring_block_ : kv * persistent_block_;
+          const int64_t from_block = p.ring ? 2 * source.persistent_block_ + kv * source.ring_block_
+                                            : kv * source.persistent_block_;
+          to.push_back(l * layer_stride_ + to_block + ((b * H + h) * to_cap + p.to_row) * D);
+          from_rows.push_back(l * source.layer_stride_ + from_block +
+                              ((from * H + h) * from_cap + p.from_row) * D);
+        }
+    calls.push_back({int64_t(offsets.size()), int64_t(to.size()), p.rows * D});
+    offsets.insert(offsets.end(), to.begin(), to.end());
+    offsets.insert(offsets.end(), from_rows.begin(), from_rows.end());
+  }
+  if (!offsets.empty()) copy_offsets_.upload(offsets.data(), offsets.size());
+  for (const Call& c : calls) {
+    const int64_t* to = copy_offsets_.data() + c.first;
+    backend_.copy_rows(data_.data(), source.data_.data(), to, to + c.rows, c.rows, c.width);
+  }
   set_lengths(b, persistent, ring);
 }
 

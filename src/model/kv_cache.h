@@ -9,7 +9,10 @@
 // layers: a step writes the new rows of every layer first (at persistent_length(b) and
 // ring_slot(b)), then `advance` counts them, so attention in a later layer of the same step
 // never sees them. Everything is allocated once by `allocate`, in a backend's memory; the
-// lengths are host bookkeeping.
+// lengths are host bookkeeping. Rows move by the backend's copy_rows, planned on the host: a
+// forward's writes are one call per layer and a sequence's copy at most three calls, however
+// many rows, heads and sequences they take (a GPU launches once where it would otherwise
+// copy once per layer, row and head).
 #include <cstdint>
 #include <vector>
 
@@ -26,10 +29,11 @@ struct KvCacheShape {
 template <typename T>
 class KvCache {
  public:
-  explicit KvCache(const ops::Memory& memory = ops::cpu_backend<T>()) : data_(memory) {}
+  explicit KvCache(const ops::Backend<T>& backend = ops::cpu_backend<T>())
+      : backend_(backend), data_(backend), plan_(backend), copy_offsets_(backend) {}
   explicit KvCache(const KvCacheShape& shape,
-                   const ops::Memory& memory = ops::cpu_backend<T>())
-      : data_(memory) {
+                   const ops::Backend<T>& backend = ops::cpu_backend<T>())
+      : KvCache(backend) {
     allocate(shape);
   }
 
@@ -54,11 +58,16 @@ class KvCache {
   // The ring row the next push fills: the oldest once the ring is full.
   int64_t ring_slot(int64_t b) const;
 
-  // Copies one slot's K and V (rows of H·D in the same memory, head h at [h·D, (h+1)·D)) into
-  // persistent row
-  // `row` / ring row `row` of sequence b in layer l.
-  void write_persistent(int64_t l, int64_t b, int64_t row, const T* k, const T* v);
-  void write_ring(int64_t l, int64_t b, int64_t row, const T* k, const T* v);
+  // The rows a forward writes, the same in every layer. plan_persistent_write and
+  // plan_ring_write say that slot `slot` of the forward's q | k | v rows ([slots, 3·H·D], head
+  // h's K at columns H·D + h·D, V at 2·H·D + h·D) becomes persistent row / ring row `row` of
+  // sequence b; write_layer(l, qkv) then copies every planned row of layer l's q | k | v into
+  // layer l, in one backend call (the plan crosses to the backend's memory once, at its first
+  // write). clear_writes starts a new plan; a plan names each row at most once.
+  void clear_writes();
+  void plan_persistent_write(int64_t b, int64_t row, int64_t slot);
+  void plan_ring_write(int64_t b, int64_t row, int64_t slot);
+  void write_layer(int64_t l, const T* qkv);
 
   // Counts the rows a step wrote for sequence b: one persistent row, and one ring push when
   // there is a ring (the ring keeps its newest ring_capacity pushes).
@@ -67,8 +76,9 @@ class KvCache {
   // windowed rows in order into ring rows 0, 1, … (pushed <= ring_capacity).
   void set_lengths(int64_t b, int64_t persistent, int64_t pushed);
   // Makes sequence b a copy of sequence `from` of `source` (same layers, heads, head size;
-  // capacities may differ): its persistent rows and its ring's rows, oldest first, so one
-  // prefilled prompt can be continued in several sequences. The rows in use must fit.
+  // capacities may differ; `source` may be this cache, `from` another sequence): its
+  // persistent rows and its ring's rows, oldest first, so one prefilled prompt can be
+  // continued in several sequences. The rows in use must fit.
   void copy_sequence(int64_t b, const KvCache& source, int64_t from);
   // Forgets sequence b's document (the step after a consumed EOS).
   void clear(int64_t b);
@@ -79,10 +89,24 @@ class KvCache {
   int64_t used_bytes(int64_t sequences = -1) const;
 
  private:
+  // Plans the K and V rows of every head of one slot: from q | k | v row `slot` to row `row`
+  // of sequence b in the blocks at `block` (persistent_k's or ring_k's offset in a layer;
+  // V's block follows K's at `v_block`), `capacity` rows per (sequence, head).
+  void plan_write(int64_t block, int64_t v_block, int64_t capacity, int64_t b, int64_t row,
+                  int64_t slot);
+
+  const ops::Backend<T>& backend_;
   KvCacheShape shape_;
   ops::DeviceBuffer<T> data_;
   int64_t persistent_block_ = 0, ring_block_ = 0, layer_stride_ = 0;
   std::vector<int64_t> persistent_len_, ring_len_, ring_pushed_;
+  // The write plan: element offsets of each row into a layer (to) and into q | k | v (from),
+  // on the host, and [to | from] (plan_packed_ on the host) in the backend's memory once
+  // uploaded. The host vectors keep their capacity, so a step's plan allocates nothing.
+  std::vector<int64_t> plan_to_, plan_from_, plan_packed_;
+  ops::DeviceBuffer<int64_t> plan_;
+  bool plan_uploaded_ = false;
+  ops::DeviceBuffer<int64_t> copy_offsets_;  // copy_sequence's rows
 };
 
 }  // namespace sps

@@ -509,16 +509,18 @@ template <typename T>
 void Model<T>::last_readouts_forward(int64_t l, T* h_next) {
   const int64_t B = batch_, S = layout_.slots(), d = config_.hidden_size;
   LayerActs& a = layer_acts_[l];
-  const auto last_readout = [&](int64_t b) {
-    return b * S + family_.readout_stream() * tokens_ + tokens_ - 1;
-  };
+  std::vector<int64_t> offsets(size_t(2 * B));  // row b, and the last readout slot of b
   for (int64_t b = 0; b < B; ++b) {
-    backend_.copy(a.n1 + b * d, a.att + last_readout(b) * d, sizeof(T) * d);
-    backend_.copy(a.h_mid + b * d, a.h_in + last_readout(b) * d, sizeof(T) * d);
+    offsets[b] = b * d;
+    offsets[B + b] = (b * S + family_.readout_stream() * tokens_ + tokens_ - 1) * d;
   }
+  last_readout_offsets_.upload(offsets.data(), offsets.size());
+  const int64_t* row = last_readout_offsets_.data();
+  const int64_t* slot = row + B;
+  backend_.copy_rows(a.n1, a.att, row, slot, B, d);
+  backend_.copy_rows(a.h_mid, a.h_in, row, slot, B, d);
   block_tail(l, a.n1, B, a.n1, B <= 16);
-  for (int64_t b = 0; b < B; ++b)
-    backend_.copy(h_next + last_readout(b) * d, a.n1 + b * d, sizeof(T) * d);
+  backend_.copy_rows(h_next, a.n1, slot, row, B, d);
 }
 
 // Output norm and tied LM head on the readout slots only, in chunks of rows so the logits
@@ -636,7 +638,17 @@ void Model<T>::backward_layers(const BackwardOptions<T>& options) {
     if (options.gradients_done_from) options.gradients_done_from(p.attention_norm);
   }
   if (observer) observer->embedding(table_.wte(), slot_tokens_.data(), dh_, rows, d);
-  backend_.embedding_backward(G + table_.wte(), dh_, slot_tokens_.data(), rows, d);
+  // A backend that sums the table's gradient by token gets the rows grouped on the host.
+  ops::TokenRows by_token;
+  if (const int64_t run = backend_.embedding_run_rows()) {
+    ops::plan_token_rows(token_rows_plan_, layout_.slot_tokens.data(), rows, config_.vocab_size,
+                         run);
+    const std::vector<int32_t> packed = token_rows_plan_.packed();
+    token_rows_.upload(packed.data(), packed.size());
+    by_token = token_rows_plan_.view(token_rows_.data());
+  }
+  backend_.embedding_backward(G + table_.wte(), dh_, slot_tokens_.data(), rows, d,
+                              backend_.embedding_run_rows() ? &by_token : nullptr);
   if (options.gradients_done_from) options.gradients_done_from(0);
 }
 

@@ -14,6 +14,7 @@
 #include "model/slot_layout.h"
 #include "ops/attention_plan.h"
 #include "ops/backend.h"
+#include "ops/token_rows.h"
 
 namespace sps {
 
@@ -210,6 +211,12 @@ class Model {
   // The attention tile plan of the layout, for a backend that reads one (attention_tile()).
   ops::AttentionTilePlan tile_plan_;
   ops::DeviceBuffer<ops::TileKind> tile_kinds_{backend_};
+  // The slot tokens grouped by token, for a backend whose embedding backward reads them
+  // (embedding_run_rows()).
+  ops::TokenRowPlan token_rows_plan_;
+  ops::DeviceBuffer<int32_t> token_rows_{backend_};
+  // last_readouts_forward's rows: [to | from] offsets of its gather (its scatter swaps them).
+  ops::DeviceBuffer<int64_t> last_readout_offsets_{backend_};
   std::vector<T> host_rows_;  // the LM head's per-row values crossing to or from the host
   int64_t planned_batch_ = 0, planned_tokens_ = 0;  // the shape acts_ was planned for
   ActivationPlanKind planned_kind_ = ActivationPlanKind::inference;

@@ -179,6 +179,9 @@ class Backend : public Memory {
 
   // x[i] = value for i in [0, n)
   virtual void fill(T* x, int64_t n, T value) const = 0;
+  // ops.h copy_rows: n rows of `width` elements between offsets (to, from: this memory too).
+  virtual void copy_rows(T* dst, const T* src, const int64_t* to, const int64_t* from, int64_t n,
+                         int64_t width) const = 0;
 
   virtual void linear_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
                               int64_t out_dim, bool accumulate, int64_t ld_in = 0,
@@ -208,8 +211,11 @@ class Backend : public Memory {
 
   virtual void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
                                  int64_t d) const = 0;
+  // by_token: the rows grouped by token (ops.h TokenRows) when embedding_run_rows() > 0,
+  // else null. embedding_run_rows(): the run length of the TokenRows this backend reads, or 0.
+  virtual int64_t embedding_run_rows() const { return 0; }
   virtual void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t n,
-                                  int64_t d) const = 0;
+                                  int64_t d, const TokenRows* by_token) const = 0;
 
   virtual void rmsnorm_forward(T* out, T* rstd, const T* in, const T* gain, int64_t rows,
                                int64_t d, double eps) const = 0;
@@ -250,6 +256,23 @@ class Backend : public Memory {
   virtual void adamw_update(T* weights, const T* grads, float* m, float* v,
                             const std::vector<AdamWRange>& ranges, const AdamWStep& step) const = 0;
   virtual double sum_squares(const T* x, int64_t n) const = 0;
+
+  // The GEMM rate `sps bench` holds work against: `repeats` products out[n, n] = a · bᵀ
+  // (linear_forward's, a and b [n, n] in this memory), the seconds of each, timed to its end.
+  // A backend that prepares operands (a GPU's bf16 copies) prepares them once, before the
+  // first product, so only the GEMMs are timed.
+  virtual std::vector<double> time_gemm(T* out, const T* a, const T* b, int64_t n,
+                                        int repeats) const {
+    std::vector<double> seconds;
+    for (int r = 0; r < repeats; ++r) {
+      const double start = now_seconds();
+      linear_forward(out, a, b, n, n, n, false);
+      T probe;
+      download(&probe, out, sizeof probe);  // returns once the product is done
+      seconds.push_back(now_seconds() - start);
+    }
+    return seconds;
+  }
 };
 
 // The CPU backend: host memory and the ops of ops/cpu, the reference for every other.

@@ -110,8 +110,9 @@ void require_device(const Device& device, const std::string& what, const std::st
   require_usable_device(device, what);
   // The commands the CUDA backend runs.
   if (command == "sps train" || command == "sps generate" || command == "sps eval" ||
-      command == "sps serve" || command == "sps bench attention" || command == "sps bench step" ||
-      command == "sps bench generate" || command == "sps bench serve")
+      command == "sps serve" || command == "sps bench gemm" || command == "sps bench attention" ||
+      command == "sps bench step" || command == "sps bench generate" ||
+      command == "sps bench serve")
     return;
   fail("{}: the CUDA backend does not run `{}` yet (docs/gpu.md says what runs on a GPU); "
        "use --device cpu",

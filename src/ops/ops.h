@@ -48,6 +48,29 @@ void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
 template <typename T>
 void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t n, int64_t d);
 
+// The rows of an embedding backward grouped by token, for a backend that sums each token's
+// rows without atomics (Backend::embedding_run_rows() > 0; token_rows.h builds it on the
+// host): [n] rows, each token's together in row order, the long tokens (more than a run of
+// rows) first; where each token's rows start; the long tokens' runs; each long token's first
+// run. In that backend's memory; the CPU reads none.
+struct TokenRows {
+  const int32_t* order = nullptr;         // [n]
+  const int32_t* token_starts = nullptr;  // [tokens + 1] into order
+  const int32_t* run_starts = nullptr;    // [runs + 1] into order
+  const int32_t* token_runs = nullptr;    // [long_tokens + 1] into run_starts
+  int64_t tokens = 0, long_tokens = 0, runs = 0;
+};
+
+// ---- row copies ------------------------------------------------------------------------
+// dst[to[i] + j] = src[from[i] + j] for every row i < n and j < width: rows at any element
+// offsets (to, from: [n], in the same memory as dst and src). No destination row overlaps
+// another or any source row, so the rows may be copied in any order; a device copies them
+// all in one launch. What the KV cache's appends, ring pushes and forks and the decoder's
+// readout rows are made of, instead of one copy per (layer, row, head).
+template <typename T>
+void copy_rows(T* dst, const T* src, const int64_t* to, const int64_t* from, int64_t n,
+               int64_t width);
+
 // ---- RMSNorm: y = x · rsqrt(mean(x²) + eps) · gain ----------------------------------
 // in, out: [rows, d]; rstd: [rows] (saved for backward).
 template <typename T>

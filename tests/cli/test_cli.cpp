@@ -44,9 +44,9 @@ TEST(SpsCli, DeviceThatCannotRunIsOneLineAndStatus2) {
   const std::string train = "train --config " + recipe + " --dry-run";
   for (const std::string& command : std::vector<std::string>{
            train, "eval --checkpoint nowhere", "generate --checkpoint nowhere --prompt hi",
-           "serve --checkpoint nowhere", "bench step --config nowhere.yaml",
-           "bench attention --head-dim 3", "bench generate --config nowhere.yaml",
-           "bench serve --checkpoint nowhere",
+           "serve --checkpoint nowhere", "bench gemm --precision fp16",
+           "bench step --config nowhere.yaml", "bench attention --head-dim 3",
+           "bench generate --config nowhere.yaml", "bench serve --checkpoint nowhere",
            "analyze gradients --checkpoint nowhere --out nowhere.json"}) {
     std::string out;
     const int status = run_command(kSps + " " + command + " --device cuda:0 2>&1", &out);

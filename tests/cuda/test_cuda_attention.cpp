@@ -150,10 +150,9 @@ TEST(CudaAttention, BlockedBf16KernelsMatchTheCpuBackendOnRoundedInputs) {
 }
 
 // A decode step (one token per sequence) on the split kernels against the CPU backend, for
-// every family's cache; the pair count, and the same bits when repeated.
-TEST(CudaAttention, DecodeMatchesTheCpuBackendForEveryCache) {
-  SPS_REQUIRE_GPU();
-  for (const testing::DecodeCacheCase& c : testing::decode_cache_cases()) {
+// each cache; the same bits when repeated.
+void check_decode(const std::vector<testing::DecodeCacheCase>& cases) {
+  for (const testing::DecodeCacheCase& c : cases) {
     SCOPED_TRACE(testing::name(c));
     const testing::DecodeCache cache = testing::make_decode_cache(c);
     DeviceFloats pk(cache.pk), pv(cache.pv), rk(cache.rk), rv(cache.rv), qkv(cache.qkv),
@@ -175,6 +174,23 @@ TEST(CudaAttention, DecodeMatchesTheCpuBackendForEveryCache) {
     ops::cuda::attention_decode(out.data, qkv.data, pk.data, pv.data, rk.data, rv.data, layout);
     EXPECT_EQ(out.read(), first) << "a repeated decode differs";
   }
+}
+
+TEST(CudaAttention, DecodeMatchesTheCpuBackendForEveryCache) {
+  SPS_REQUIRE_GPU();
+  check_decode(testing::decode_cache_cases());
+}
+
+// A small case of each attention kernel, for compute-sanitizer's racecheck (gpu-check.sh),
+// which slows kernels a hundredfold: the blocked fp32 and bf16 kernels over two tiles with
+// documents and a window, the reference kernels, and a decode step of an sps cache.
+TEST(CudaAttention, KernelsAtSmallShapes) {
+  SPS_REQUIRE_GPU();
+  const std::vector<Case> cases = {{2, 0, 3, -1, 70, 64, true}, {1, 0, 0, -1, 70, 64, true}};
+  check_against_the_cpu(cases, true);
+  check_against_the_cpu(cases, true, ops::Precision::bf16);
+  check_against_the_cpu({{2, 0, 3, -1, 13, 16, true}}, false);
+  check_decode({testing::decode_cache_cases()[0]});
 }
 
 }  // namespace

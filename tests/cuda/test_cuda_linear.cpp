@@ -80,5 +80,22 @@ TEST(CudaLinear, Bf16OperandsMatchTheCpuOnRoundedOperands) {
   check_against_cpu(ops::Precision::bf16);
 }
 
+// The GEMM `sps bench gemm` and the benchmarks' rates time is linear_forward's product on the
+// same operands, bit for bit, with bf16 operands rounded once before the timed runs.
+TEST(CudaLinear, TimedGemmIsLinearForwardsProduct) {
+  SPS_REQUIRE_GPU();
+  const int64_t n = 200;
+  DeviceFloats a(cast_vector<float>(random_vector(n * n, 1))),
+      b(cast_vector<float>(random_vector(n * n, 2))), timed(n * n), plain(n * n);
+  for (const ops::Precision operands : {ops::Precision::fp32, ops::Precision::bf16}) {
+    const std::vector<double> seconds =
+        ops::cuda::time_gemm(timed.data, a.data, b.data, n, 3, operands);
+    ASSERT_EQ(seconds.size(), 3u);
+    for (const double s : seconds) EXPECT_GT(s, 0);
+    ops::cuda::linear_forward(plain.data, a.data, b.data, n, n, n, false, 0, 0, operands);
+    EXPECT_EQ(timed.read(), plain.read());
+  }
+}
+
 }  // namespace
 }  // namespace sps

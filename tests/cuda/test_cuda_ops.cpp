@@ -10,6 +10,7 @@
 #include "gradcheck.h"
 #include "ops/cuda/kernels.h"
 #include "ops/ops.h"
+#include "ops/token_rows.h"
 
 namespace sps {
 namespace {
@@ -26,7 +27,9 @@ std::vector<float> random_floats(int64_t n, uint64_t seed) {
 
 TEST(CudaOps, RmsNormMatchesTheCpuBackend) {
   SPS_REQUIRE_GPU();
-  for (const auto& [rows, d] : {std::pair<int64_t, int64_t>{1, 8}, {37, 100}, {300, 768}, {5, 1000}}) {
+  // The gain gradient's parts of 256 rows: one, two, and 20 with a short last one.
+  for (const auto& [rows, d] :
+       {std::pair<int64_t, int64_t>{1, 8}, {37, 100}, {300, 768}, {5, 1000}, {5000, 300}}) {
     const auto in = random_floats(rows * d, 1), gain = random_floats(d, 2),
                dout = random_floats(rows * d, 3);
     auto out = random_floats(rows * d, 4), rstd = random_floats(rows, 5),
@@ -87,22 +90,34 @@ TEST(CudaOps, RopeMatchesTheCpuBackend) {
   EXPECT_LT(max_relative_error(d_dx.read(), dx), 1e-6);
 }
 
+// The backward over rows grouped by token: tokens in a few rows and in hundreds (runs of
+// kEmbeddingRunRows summed apart, then in order), the same bits when repeated.
 TEST(CudaOps, EmbeddingMatchesTheCpuBackendWithRepeatedTokens) {
   SPS_REQUIRE_GPU();
-  const int64_t vocab = 40, n = 300, d = 70;
+  const int64_t vocab = 40, n = 3000, d = 300;
   std::vector<int32_t> tokens(n);
   for (int64_t i = 0; i < n; ++i) tokens[i] = int32_t((i * i + 3) % vocab);  // many repeats
+  for (int64_t i = 0; i < n; i += 2) tokens[i] = 39;                         // half one id
   const auto table = random_floats(vocab * d, 1), dout = random_floats(n * d, 2);
   auto dtable = random_floats(vocab * d, 3);
   std::vector<float> out(n * d);
   DeviceFloats d_table(table), d_dout(dout), d_dtable(dtable), d_out(n * d);
   DeviceInts d_tokens(tokens);
+  ops::TokenRowPlan plan;
+  ops::plan_token_rows(plan, tokens.data(), n, vocab, ops::cuda::kEmbeddingRunRows);
+  ASSERT_GT(plan.runs, 20);
+  DeviceInts d_rows(plan.packed());
+  const ops::TokenRows rows = plan.view(d_rows.data);
   ops::embedding_forward(out.data(), tokens.data(), table.data(), n, d);
   ops::embedding_backward(dtable.data(), dout.data(), tokens.data(), n, d);
   ops::cuda::embedding_forward(d_out.data, d_tokens.data, d_table.data, n, d);
-  ops::cuda::embedding_backward(d_dtable.data, d_dout.data, d_tokens.data, n, d);
-  EXPECT_EQ(d_out.read(), out);        // a copy
-  EXPECT_EQ(d_dtable.read(), dtable);  // the same additions in the same order
+  ops::cuda::embedding_backward(d_dtable.data, d_dout.data, d_tokens.data, n, d, rows);
+  EXPECT_EQ(d_out.read(), out);  // a copy
+  const std::vector<float> first = d_dtable.read();
+  EXPECT_LT(max_relative_error(first, dtable), 1e-6);
+  DeviceFloats repeat(random_floats(vocab * d, 3));  // the same table gradient as before
+  ops::cuda::embedding_backward(repeat.data, d_dout.data, d_tokens.data, n, d, rows);
+  EXPECT_EQ(repeat.read(), first) << "a repeated backward differs";
 }
 
 TEST(CudaOps, CrossEntropyMatchesTheCpuBackendInPlace) {
@@ -130,17 +145,16 @@ TEST(CudaOps, CrossEntropyMatchesTheCpuBackendInPlace) {
 // The k most likely ids of a vocabulary of logits with repeated values (ties), some ids
 // banned, k = 1 (greedy) to the most the kernel takes, and a row with a NaN: the CPU's ids,
 // values and non-finite ids exactly.
-TEST(CudaOps, TopKMatchesTheCpuBackendTiesIncluded) {
-  SPS_REQUIRE_GPU();
-  const int64_t rows = 16, V = 50304;
+// Each row's k most likely ids on the GPU against the CPU backend, for each k.
+void check_top_k(int64_t rows, int64_t V, const std::vector<int64_t>& ks) {
   auto logits = random_floats(rows * V, 5);
   for (float& x : logits) x = float(int(x * 4.0f)) / 4.0f;  // few distinct values: ties
-  logits[3 * V + 777] = std::nanf("");
+  logits[2 * V + 777] = std::nanf("");
   std::vector<uint8_t> banned(V, 0);
-  banned[50256] = banned[3] = 1;
+  banned[V - 48] = banned[3] = 1;
   DeviceFloats d_logits(logits);
   DeviceArray<uint8_t> d_banned(banned);
-  for (const int64_t k : {int64_t(1), int64_t(2), int64_t(40), ops::kMaxTopK}) {
+  for (const int64_t k : ks) {
     SCOPED_TRACE(k);
     std::vector<int32_t> ids(rows * k), nonfinite(rows);
     std::vector<float> values(rows * k);
@@ -154,6 +168,17 @@ TEST(CudaOps, TopKMatchesTheCpuBackendTiesIncluded) {
     EXPECT_EQ(d_values.read(), values);
     EXPECT_EQ(d_nonfinite.read(), nonfinite);
   }
+}
+
+TEST(CudaOps, TopKMatchesTheCpuBackendTiesIncluded) {
+  SPS_REQUIRE_GPU();
+  check_top_k(16, 50304, {1, 2, 40, ops::kMaxTopK});
+}
+
+// A small case of each top-k kernel, for compute-sanitizer's racecheck (gpu-check.sh).
+TEST(CudaOps, TopKAtSmallShapes) {
+  SPS_REQUIRE_GPU();
+  check_top_k(3, 3000, {1, 40, ops::kMaxTopK});
 }
 
 TEST(CudaOps, AdamWAndSumOfSquaresMatchTheCpuBackend) {

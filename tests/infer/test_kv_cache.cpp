@@ -1,9 +1,11 @@
 // The KV cache's bookkeeping: appends, ring wrap-around (the ring keeps the newest pushes),
 // clearing a sequence's document, its sizes, and copying a sequence into another cache (the
-// ring oldest first even when the source ring has wrapped around).
+// ring oldest first even when the source ring has wrapped around); planned row writes land
+// every head's K and V where they belong, in every layer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <set>
 #include <vector>
 
@@ -23,8 +25,27 @@ KvCacheShape small_shape(int64_t ring) {
   return s;
 }
 
-// A row of H·D values all equal to `value` (K) and −value (V).
-std::vector<float> row_of(float value, int64_t n) { return std::vector<float>(n, value); }
+// One slot's q | k | v row ([3·H·D]) whose K values are all `k` and V values all `v`.
+std::vector<float> qkv_row(float k, float v, int64_t HD) {
+  std::vector<float> row(3 * HD, -99.0f);
+  std::fill(row.begin() + HD, row.begin() + 2 * HD, k);
+  std::fill(row.begin() + 2 * HD, row.end(), v);
+  return row;
+}
+
+// Writes one slot as persistent row `persistent` and ring row `ring` (when >= 0) of sequence
+// b in every layer, the layer's K and V values being `value + 10·l` and its negation.
+void write_slot(KvCache<float>& cache, int64_t b, int64_t persistent, int64_t ring, float value) {
+  const int64_t HD = cache.shape().heads * cache.shape().head_dim;
+  cache.clear_writes();
+  cache.plan_persistent_write(b, persistent, 0);
+  if (ring >= 0) cache.plan_ring_write(b, ring, 0);
+  for (int64_t l = 0; l < cache.shape().layers; ++l) {
+    const std::vector<float> row =
+        qkv_row(value + 10.0f * float(l), -(value + 10.0f * float(l)), HD);
+    cache.write_layer(l, row.data());
+  }
+}
 
 // The K values held by ring rows [0, ring_length) of sequence b, head h, layer l.
 std::multiset<float> ring_contents(const KvCache<float>& cache, int64_t l, int64_t b, int64_t h) {
@@ -37,24 +58,20 @@ std::multiset<float> ring_contents(const KvCache<float>& cache, int64_t l, int64
 
 TEST(KvCache, RingWrapsAroundKeepingTheNewestPushes) {
   KvCache<float> cache(small_shape(3));
-  const int64_t HD = 8;
   for (int step = 0; step < 7; ++step) {
-    for (int64_t l = 0; l < 2; ++l) {
-      const auto k = row_of(float(step), HD), v = row_of(-float(step), HD);
-      cache.write_persistent(l, 1, cache.persistent_length(1), k.data(), v.data());
-      cache.write_ring(l, 1, cache.ring_slot(1), k.data(), v.data());
-    }
+    write_slot(cache, 1, cache.persistent_length(1), cache.ring_slot(1), float(step));
     cache.advance(1);
     EXPECT_EQ(cache.persistent_length(1), step + 1);
     EXPECT_EQ(cache.ring_length(1), std::min(step + 1, 3));
     std::multiset<float> expected;
     for (int s = std::max(0, step - 2); s <= step; ++s) expected.insert(float(s));
-    for (int64_t l = 0; l < 2; ++l)
-      for (int64_t h = 0; h < 2; ++h) EXPECT_EQ(ring_contents(cache, l, 1, h), expected) << step;
+    EXPECT_EQ(ring_contents(cache, 0, 1, 0), expected) << step;
+    EXPECT_EQ(ring_contents(cache, 0, 1, 1), expected) << step;
   }
   // The persistent stream kept everything in order; sequence 0 was never touched.
   for (int64_t r = 0; r < 7; ++r) EXPECT_EQ(cache.persistent_k(0)[((1 * 2 + 1) * 10 + r) * 4], float(r));
-  for (int64_t r = 0; r < 7; ++r) EXPECT_EQ(cache.persistent_v(1)[((1 * 2 + 0) * 10 + r) * 4 + 3], -float(r));
+  for (int64_t r = 0; r < 7; ++r)
+    EXPECT_EQ(cache.persistent_v(1)[((1 * 2 + 0) * 10 + r) * 4 + 3], -float(r + 10));
   EXPECT_EQ(cache.persistent_length(0), 0);
   EXPECT_EQ(cache.ring_length(0), 0);
 }
@@ -108,13 +125,8 @@ float ring_k_at(const KvCache<float>& cache, int64_t l, int64_t b, int64_t h, in
 
 TEST(KvCacheCopy, CopiesPersistentRowsAndTheRingOldestFirst) {
   KvCache<float> source(small_shape(3));
-  const int64_t HD = 8;
   for (int step = 0; step < 7; ++step) {  // the ring wraps: it keeps pushes 4, 5, 6
-    for (int64_t l = 0; l < 2; ++l) {
-      const std::vector<float> k(HD, float(step + 10 * l)), v(HD, -float(step + 10 * l));
-      source.write_persistent(l, 1, source.persistent_length(1), k.data(), v.data());
-      source.write_ring(l, 1, source.ring_slot(1), k.data(), v.data());
-    }
+    write_slot(source, 1, source.persistent_length(1), source.ring_slot(1), float(step));
     source.advance(1);
   }
   KvCache<float> target(small_shape(5));
@@ -134,12 +146,52 @@ TEST(KvCacheCopy, CopiesPersistentRowsAndTheRingOldestFirst) {
     }
   // Standard (no ring) copies just the persistent rows.
   KvCache<float> plain_source(small_shape(0)), plain_target(small_shape(0));
-  const std::vector<float> k(HD, 1.5f), v(HD, 2.5f);
-  for (int64_t l = 0; l < 2; ++l) plain_source.write_persistent(l, 0, 0, k.data(), v.data());
+  write_slot(plain_source, 0, 0, -1, 1.5f);
   plain_source.advance(0);
   plain_target.copy_sequence(1, plain_source, 0);
   EXPECT_EQ(plain_target.persistent_length(1), 1);
-  EXPECT_EQ(plain_target.persistent_v(1)[(1 * 2 + 1) * 10 * 4], 2.5f);
+  EXPECT_EQ(plain_target.persistent_v(1)[(1 * 2 + 1) * 10 * 4], -11.5f);
+  // Within one cache: sequence 0 takes sequence 1's rows.
+  target.copy_sequence(1, target, 0);
+  EXPECT_EQ(target.persistent_length(1), 7);
+  for (int64_t r = 0; r < 3; ++r) EXPECT_EQ(ring_k_at(target, 1, 1, 1, r), float(14 + r));
+}
+
+// Planned writes put every value of every head where the cache's layout says, for several
+// slots of one forward in one call per layer: slot s of a q | k | v buffer holds distinct
+// values, each persistent and ring row receives exactly its slot's K and V of its head.
+TEST(KvCache, PlannedWritesPlaceEveryHeadsKAndVOfEachSlot) {
+  KvCacheShape s = small_shape(3);
+  s.heads = 3;
+  s.head_dim = 5;
+  KvCache<float> cache(s);
+  const int64_t H = s.heads, D = s.head_dim, slots = 4;
+  std::vector<float> qkv(slots * 3 * H * D);
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = float(i);
+  const auto value = [&](int64_t slot, int64_t part, int64_t h, int64_t j) {
+    return qkv[(slot * 3 + part) * H * D + h * D + j];
+  };
+  // (sequence, row, slot) of each planned write.
+  const std::vector<std::array<int64_t, 3>> persistent = {{0, 4, 2}, {1, 0, 0}, {1, 9, 3}},
+                                            ring = {{0, 2, 1}, {1, 0, 3}};
+  cache.clear_writes();
+  for (const auto& [b, row, slot] : persistent) cache.plan_persistent_write(b, row, slot);
+  for (const auto& [b, row, slot] : ring) cache.plan_ring_write(b, row, slot);
+  for (int64_t l = 0; l < s.layers; ++l) cache.write_layer(l, qkv.data());
+  for (int64_t l = 0; l < s.layers; ++l)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < D; ++j) {
+        for (const auto& [b, row, slot] : persistent) {
+          const int64_t at = ((b * H + h) * s.persistent_capacity + row) * D + j;
+          EXPECT_EQ(cache.persistent_k(l)[at], value(slot, 1, h, j));
+          EXPECT_EQ(cache.persistent_v(l)[at], value(slot, 2, h, j));
+        }
+        for (const auto& [b, row, slot] : ring) {
+          const int64_t at = ((b * H + h) * s.ring_capacity + row) * D + j;
+          EXPECT_EQ(cache.ring_k(l)[at], value(slot, 1, h, j));
+          EXPECT_EQ(cache.ring_v(l)[at], value(slot, 2, h, j));
+        }
+      }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "ops/attention_plan.h"
 #include "ops/backend.h"
 #include "ops/decode_keys.h"
+#include "ops/token_rows.h"
 
 namespace sps::testing {
 
@@ -26,6 +27,7 @@ class CheckingBackend final : public ops::Backend<float> {
   mutable double decode_linear_flops = 0;  // 2·rows·in·out of every decode or packed linear
   mutable int64_t decode_pairs = 0;        // what attention_decode returned, summed
   mutable int64_t largest_download = 0;    // bytes
+  mutable int64_t downloads = 0;
 
   ops::Device device() const override { return {}; }
   void use_on_this_thread() const override {
@@ -62,11 +64,41 @@ class CheckingBackend final : public ops::Backend<float> {
   void download(void* host, const void* from, size_t bytes) const override {
     check("download", {from});
     largest_download = std::max(largest_download, int64_t(bytes));
+    ++downloads;
     cpu().download(host, from, bytes);
   }
   void fill(float* x, int64_t n, float value) const override {
     check("fill", {x});
     cpu().fill(x, n, value);
+  }
+  // Every row inside one allocation, and the rows free to be copied in any order (a GPU
+  // copies them at once): no destination row overlaps another or a source row.
+  void copy_rows(float* dst, const float* src, const int64_t* to, const int64_t* from, int64_t n,
+                 int64_t width) const override {
+    check("copy_rows", {dst, src, to, from});
+    std::vector<std::pair<const float*, const float*>> written, read;
+    for (int64_t i = 0; i < n; ++i) {
+      written.emplace_back(dst + to[i], dst + to[i] + width);
+      read.emplace_back(src + from[i], src + from[i] + width);
+    }
+    std::sort(written.begin(), written.end());
+    std::sort(read.begin(), read.end());
+    const auto overlap = [](const auto& a, const auto& b) {
+      return a.first < b.second && b.first < a.second;
+    };
+    bool fine = true;
+    for (size_t i = 0; i < written.size(); ++i) {
+      fine = fine && within_one_allocation(written[i]) && within_one_allocation(read[i]);
+      fine = fine && (i == 0 || !overlap(written[i - 1], written[i]));
+      // Every source row that starts before this row ends.
+      for (auto r = read.begin(); r != read.end() && r->first < written[i].second; ++r)
+        fine = fine && !overlap(*r, written[i]);
+    }
+    if (!fine) {
+      std::lock_guard lock(mutex_);
+      strays.push_back("copy_rows: rows");
+    }
+    cpu().copy_rows(dst, src, to, from, n, width);
   }
   void linear_forward(float* out, const float* in, const float* w, int64_t rows, int64_t in_dim,
                       int64_t out_dim, bool accumulate, int64_t ld_in,
@@ -116,10 +148,13 @@ class CheckingBackend final : public ops::Backend<float> {
     check("embedding_forward", {out, tokens, table});
     cpu().embedding_forward(out, tokens, table, n, d);
   }
+  // Asks for the rows grouped by token, as a GPU backend does, and checks the ones it gets.
+  int64_t embedding_run_rows() const override { return kRunRows; }
   void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
-                          int64_t d) const override {
+                          int64_t d, const ops::TokenRows* by_token) const override {
     check("embedding_backward", {dtable, dout, tokens});
-    cpu().embedding_backward(dtable, dout, tokens, n, d);
+    check_token_rows(tokens, n, by_token);
+    cpu().embedding_backward(dtable, dout, tokens, n, d, nullptr);
   }
   void rmsnorm_forward(float* out, float* rstd, const float* in, const float* gain, int64_t rows,
                        int64_t d, double eps) const override {
@@ -210,7 +245,35 @@ class CheckingBackend final : public ops::Backend<float> {
     --it;
     return c < it->first + it->second;
   }
-  static constexpr int64_t kTile = 16;
+  bool within_one_allocation(const std::pair<const float*, const float*>& row) const {
+    std::lock_guard lock(mutex_);
+    const char* begin = reinterpret_cast<const char*>(row.first);
+    const char* end = reinterpret_cast<const char*>(row.second);
+    auto it = allocations_.upper_bound(begin);
+    if (it == allocations_.begin()) return false;
+    --it;
+    return begin < it->first + it->second && end <= it->first + it->second;
+  }
+  static constexpr int64_t kTile = 16, kRunRows = 3;
+  // The rows grouped by token are the plan of its tokens (host memory underneath), in this
+  // backend's memory.
+  void check_token_rows(const int32_t* tokens, int64_t n, const ops::TokenRows* rows) const {
+    ops::TokenRowPlan expected;
+    const int64_t vocab = n > 0 ? *std::max_element(tokens, tokens + n) + 1 : 1;
+    ops::plan_token_rows(expected, tokens, n, vocab, kRunRows);
+    const auto same = [](const int32_t* got, const std::vector<int32_t>& want) {
+      return std::equal(want.begin(), want.end(), got);
+    };
+    bool fine = rows && rows->tokens == expected.tokens &&
+                rows->long_tokens == expected.long_tokens && rows->runs == expected.runs;
+    fine = fine && same(rows->order, expected.order) &&
+           same(rows->token_starts, expected.token_starts) &&
+           same(rows->run_starts, expected.run_starts) &&
+           same(rows->token_runs, expected.token_runs);
+    std::lock_guard lock(mutex_);
+    fine = fine && owned(rows->order) && owned(rows->token_runs + expected.token_runs.size() - 1);
+    if (!fine) strays.push_back("embedding_backward: rows by token");
+  }
   // The layout's tile plan is the plan of its own doc and doc_start arrays (this backend's
   // memory is host memory underneath), with its pair count.
   void check_tile_plan(const char* op, const ops::AttentionLayout& layout) const {

@@ -179,5 +179,60 @@ TEST(BackendBoundary, DecodeStepFlopsAreTheDecodersOps) {
   }
 }
 
+// The backend calls of a decode step, a prefill and a fork do not grow with the batch, the
+// heads or the prompt: one K/V write per layer (not one copy per layer, row and head, which
+// on a GPU is a cudaMemcpy each), the step's counts and inputs in two uploads, and nothing
+// read back during a step. A step makes 11 calls per layer and 6 more (8 for interleaved
+// families, which gather their readout rows before the last layer's projection).
+TEST(BackendBoundary, DecodeStepsPrefillsAndForksMakeAFixedNumberOfBackendCalls) {
+  struct Calls {
+    int64_t prefill = 0, step = 0, fork = 0, step_downloads = 0;
+    bool operator==(const Calls&) const = default;
+  };
+  for (const std::string& family : testing::kFamilies) {
+    SCOPED_TRACE(family);
+    const auto calls_of = [&](int64_t B, int64_t heads, int64_t P) {
+      ModelConfig c = testing::micro_config(family, 2);
+      c.n_head = heads;
+      const CheckingBackend checking;
+      Model<float> model(c, checking);
+      model.init_weights(3);
+      DecoderShape shape;
+      shape.batch = B;
+      shape.max_prompt_tokens = P;
+      shape.max_new_tokens = 4;
+      Decoder<float> decoder(model, shape), other(model, shape);
+      const std::vector<int32_t> prompts = testing::random_tokens(B, P, c, 5, {});
+      const std::vector<int32_t> tokens(B, 7);
+      decoder.prefill(prompts.data(), P);  // the first prefill and step plan their memory
+      decoder.step(tokens.data());
+      other.prefill(prompts.data(), P);
+      Calls calls;
+      int64_t before = checking.calls;
+      decoder.prefill(prompts.data(), P);
+      calls.prefill = checking.calls - before;
+      decoder.step(tokens.data());
+      before = checking.calls;
+      const int64_t downloads = checking.downloads;
+      decoder.step(tokens.data());
+      calls.step = checking.calls - before;
+      calls.step_downloads = checking.downloads - downloads;
+      before = checking.calls;
+      decoder.fork(B - 1, other, 0);
+      calls.fork = checking.calls - before;
+      EXPECT_EQ(checking.strays, std::vector<std::string>{});
+      return calls;
+    };
+    const Calls few = calls_of(1, 2, 3), many = calls_of(5, 4, 9);
+    EXPECT_EQ(few, many) << "prefill " << few.prefill << " / " << many.prefill << ", step "
+                         << few.step << " / " << many.step << ", fork " << few.fork << " / "
+                         << many.fork;
+    const int64_t L = 2, interleaved = family == "standard" ? 0 : 2;
+    EXPECT_EQ(many.step, 11 * L + 6 + interleaved);
+    EXPECT_EQ(many.step_downloads, 0);
+    EXPECT_LE(many.fork, 5);  // the offsets, at most three row copies, the logits
+  }
+}
+
 }  // namespace
 }  // namespace sps

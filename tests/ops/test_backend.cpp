@@ -74,5 +74,21 @@ TEST(Backend, CpuIsTheCpuBackendAndAnUnusableGpuIsRefused) {
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;
 }
 
+// The GEMM rate's product is linear_forward's, timed once per run.
+TEST(Backend, TimedGemmIsLinearForwardsProduct) {
+  const ops::Backend<float>& cpu = ops::cpu_backend<float>();
+  const int64_t n = 33;
+  std::vector<float> a(n * n), b(n * n), timed(n * n, -1), plain(n * n, -2);
+  for (int64_t i = 0; i < n * n; ++i) {
+    a[i] = float(i % 7) - 3;
+    b[i] = float(i % 5) * 0.5f;
+  }
+  const std::vector<double> seconds = cpu.time_gemm(timed.data(), a.data(), b.data(), n, 4);
+  ASSERT_EQ(seconds.size(), 4u);
+  for (const double s : seconds) EXPECT_GE(s, 0);
+  cpu.linear_forward(plain.data(), a.data(), b.data(), n, n, n, false);
+  EXPECT_EQ(timed, plain);
+}
+
 }  // namespace
 }  // namespace sps

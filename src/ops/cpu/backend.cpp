@@ -52,6 +52,10 @@ class CpuBackend final : public Backend<T> {
   }
   int64_t available_bytes() const override { return available_memory_bytes(); }
   void fill(T* x, int64_t n, T value) const override { std::fill(x, x + n, value); }
+  void copy_rows(T* dst, const T* src, const int64_t* to, const int64_t* from, int64_t n,
+                 int64_t width) const override {
+    ops::copy_rows(dst, src, to, from, n, width);
+  }
 
   void linear_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
                       int64_t out_dim, bool accumulate, int64_t ld_in,
@@ -102,8 +106,8 @@ class CpuBackend final : public Backend<T> {
                          int64_t d) const override {
     ops::embedding_forward(out, tokens, table, n, d);
   }
-  void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t n,
-                          int64_t d) const override {
+  void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t n, int64_t d,
+                          const TokenRows*) const override {
     ops::embedding_backward(dtable, dout, tokens, n, d);
   }
   void rmsnorm_forward(T* out, T* rstd, const T* in, const T* gain, int64_t rows, int64_t d,

@@ -22,20 +22,6 @@ using reference::kWarp;
 using reference::kWarpsPerBlock;
 constexpr int kBlockThreads = kWarp * kWarpsPerBlock;
 
-// Device memory that only grows, for the pair counter, the backward's delta and the decode
-// partials (no call uses two): after the largest shape has run, no call allocates. One process
-// drives one GPU from one thread, and freeing waits for the kernels that used the old block.
-void* scratch(size_t bytes) {
-  static void* block = nullptr;
-  static size_t size = 0;
-  if (bytes > size) {
-    if (block) device_free(block);
-    block = device_allocate(bytes);
-    size = bytes;
-  }
-  return block;
-}
-
 // A zeroed pair counter, and its value once the kernel counting into it has finished.
 unsigned long long* zeroed_pair_counter() {
   auto* pairs = static_cast<unsigned long long*>(scratch(sizeof(unsigned long long)));

@@ -42,6 +42,10 @@ class CudaBackend final : public Backend<float> {
     return make_nccl_all_reduce(job, why);
   }
   void fill(float* x, int64_t n, float value) const override { cuda::fill(x, n, value); }
+  void copy_rows(float* dst, const float* src, const int64_t* to, const int64_t* from, int64_t n,
+                 int64_t width) const override {
+    cuda::copy_rows(dst, src, to, from, n, width);
+  }
 
   void linear_forward(float* out, const float* in, const float* weight, int64_t rows,
                       int64_t in_dim, int64_t out_dim, bool accumulate, int64_t ld_in,
@@ -64,9 +68,11 @@ class CudaBackend final : public Backend<float> {
                          int64_t d) const override {
     cuda::embedding_forward(out, tokens, table, n, d);
   }
+  int64_t embedding_run_rows() const override { return kEmbeddingRunRows; }
   void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
-                          int64_t d) const override {
-    cuda::embedding_backward(dtable, dout, tokens, n, d);
+                          int64_t d, const TokenRows* by_token) const override {
+    SPS_ASSERT(by_token);
+    cuda::embedding_backward(dtable, dout, tokens, n, d, *by_token);
   }
   void rmsnorm_forward(float* out, float* rstd, const float* in, const float* gain, int64_t rows,
                        int64_t d, double eps) const override {
@@ -126,6 +132,10 @@ class CudaBackend final : public Backend<float> {
     cuda::adamw_update(weights, grads, m, v, ranges, step);
   }
   double sum_squares(const float* x, int64_t n) const override { return cuda::sum_squares(x, n); }
+  std::vector<double> time_gemm(float* out, const float* a, const float* b, int64_t n,
+                                int repeats) const override {
+    return cuda::time_gemm(out, a, b, n, repeats, operands_);
+  }
 
  private:
   int index_;

@@ -24,6 +24,24 @@ __global__ void add_kernel(T* y, const T* x, int64_t n) {
     y[i] += x[i];
 }
 
+// Blocks of a row copy: one row each (then every gridDim-th), capped like a grid-stride
+// loop's; a row's elements are split over the block's threads, a warp at least, 256 at most.
+constexpr int64_t kMaxRowBlocks = 4096;
+inline unsigned row_threads(int64_t width) {
+  return unsigned(width >= 256 ? 256 : (width + 31) / 32 * 32);
+}
+
+// dst[to[i] + j] = src[from[i] + j] for rows i < n, j < width (ops.h copy_rows).
+template <typename T>
+__global__ void copy_rows_kernel(T* dst, const T* src, const int64_t* to, const int64_t* from,
+                                 int64_t n, int64_t width) {
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    T* out = dst + to[i];
+    const T* in = src + from[i];
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x) out[j] = in[j];
+  }
+}
+
 // out[r·cols + c] = in[r·ld + c] as bf16 bits (nearest, ties to even; NaN stays a quiet NaN).
 template <typename Bits>
 __global__ void round_bf16_kernel(Bits* out, const float* in, int64_t n, int64_t cols,

@@ -27,8 +27,11 @@ void rope_backward(float* dx, const int32_t* pos, int64_t n, int64_t heads, int6
 
 void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
                        int64_t d);
+// The backward in two passes over the rows grouped by token (pointwise.cuh), `rows` built
+// with runs of kEmbeddingRunRows rows.
+constexpr int64_t kEmbeddingRunRows = 64;
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
-                        int64_t d);
+                        int64_t d, const TokenRows& rows);
 
 void cross_entropy_forward(float* nll, float* lse, const float* logits, const int32_t* targets,
                            int64_t rows, int64_t V);

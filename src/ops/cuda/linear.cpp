@@ -15,6 +15,7 @@
 #include "ops/cuda/memory.h"
 #include "ops/linear_gemms.h"
 #include "util/error.h"
+#include "util/process_stats.h"
 
 namespace sps::ops::cuda {
 
@@ -198,6 +199,26 @@ void linear_forward(float* out, const float* in, const float* weight, int64_t ro
       {{GemmOperand::input, bf16_copy(GemmOperand::input, in, rows, in_dim, ld_in)},
        {GemmOperand::weight, bf16_copy(GemmOperand::weight, weight, out_dim, in_dim, 0)}},
       out);
+}
+
+std::vector<double> time_gemm(float* out, const float* a, const float* b, int64_t n, int repeats,
+                              Precision operands) {
+  const ColumnMajorGemm gemm = linear_forward_gemm(n, n, n, false, 0, 0);
+  std::map<GemmOperand, Operand> inputs = {{GemmOperand::input, {a, CUDA_R_32F}},
+                                           {GemmOperand::weight, {b, CUDA_R_32F}}};
+  if (operands == Precision::bf16) {
+    inputs[GemmOperand::input] = bf16_copy(GemmOperand::input, a, n, n, 0);
+    inputs[GemmOperand::weight] = bf16_copy(GemmOperand::weight, b, n, n, 0);
+  }
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats; ++r) {
+    check(cudaDeviceSynchronize(), "wait for the GPU");
+    const double start = now_seconds();
+    run(gemm, inputs, out);
+    check(cudaDeviceSynchronize(), "wait for the GEMM");
+    seconds.push_back(now_seconds() - start);
+  }
+  return seconds;
 }
 
 void linear_backward(float* din, float* dweight, const float* dout, const float* in,

@@ -31,6 +31,17 @@ void copy_on_device(void* to, const void* from, size_t bytes) {
   check(cudaMemcpy(to, from, bytes, cudaMemcpyDeviceToDevice), "copy on the GPU");
 }
 
+void* scratch(size_t bytes) {
+  static void* block = nullptr;
+  static size_t size = 0;
+  if (bytes > size) {
+    if (block) device_free(block);
+    block = device_allocate(bytes);
+    size = bytes;
+  }
+  return block;
+}
+
 int64_t free_device_bytes() {
   size_t free_bytes = 0, total = 0;
   check(cudaMemGetInfo(&free_bytes, &total), "query the GPU's free memory");
@@ -49,6 +60,15 @@ void add(float* y, const float* x, int64_t n) {
   if (n <= 0) return;
   elementwise::add_kernel<float><<<grid_stride_blocks(n), kThreads>>>(y, x, n);
   check(cudaGetLastError(), "add kernel launch");
+}
+
+void copy_rows(float* dst, const float* src, const int64_t* to, const int64_t* from, int64_t n,
+               int64_t width) {
+  if (n <= 0 || width <= 0) return;
+  const unsigned blocks = unsigned(n < elementwise::kMaxRowBlocks ? n : elementwise::kMaxRowBlocks);
+  elementwise::copy_rows_kernel<float>
+      <<<blocks, elementwise::row_threads(width)>>>(dst, src, to, from, n, width);
+  check(cudaGetLastError(), "row copy launch");
 }
 
 }  // namespace sps::ops::cuda

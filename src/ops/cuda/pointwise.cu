@@ -4,6 +4,7 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/memory.h"
 #include "ops/cuda/pointwise.cuh"
 
 namespace sps::ops::cuda {
@@ -32,11 +33,19 @@ void embedding_forward(float* out, const int32_t* tokens, const float* table, in
 }
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
-                        int64_t d) {
+                        int64_t d, const TokenRows& rows) {
   if (n * d <= 0) return;
-  pointwise::scatter_add_kernel<kBlock>
-      <<<unsigned((d + kBlock - 1) / kBlock), kBlock>>>(dtable, dout, tokens, n, d);
-  check(cudaGetLastError(), "embedding backward launch");
+  const unsigned columns = unsigned((d + kBlock - 1) / kBlock);
+  float* partial = nullptr;
+  if (rows.runs > 0) {
+    partial = static_cast<float*>(scratch(sizeof(float) * size_t(rows.runs * d)));
+    pointwise::run_sums_kernel<kBlock>
+        <<<dim3(unsigned(rows.runs), columns), kBlock>>>(partial, dout, rows, d);
+    check(cudaGetLastError(), "embedding backward launch");
+  }
+  pointwise::token_sums_kernel<kBlock>
+      <<<dim3(unsigned(rows.tokens), columns), kBlock>>>(dtable, partial, dout, tokens, rows, d);
+  check(cudaGetLastError(), "embedding backward sum launch");
 }
 
 void rope_forward(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,

@@ -1,14 +1,16 @@
 #pragma once
 // The elementwise kernels of a block on the GPU, written in the subset of CUDA that
-// tests/ops/cuda_emulator.h also runs: the embedding (a gather forward; a scatter-add
-// backward with one thread per column walking the tokens in order, so repeated tokens add up
-// without atomics), RoPE (adjacent pairs, as ops/cpu/rope.cpp) and SwiGLU (gate in columns
-// [0, F) of gate_up, up in [F, 2F), as ops.h). Grids: any number of blocks of kThreads
-// threads striding over the elements, unless a kernel says otherwise.
+// tests/ops/cuda_emulator.h also runs: the embedding (a gather forward; a backward that adds
+// each token's rows in two passes over the rows grouped by token, ops.h TokenRows, so
+// repeated tokens add up in one order, without atomics, and the work spreads over the
+// tokens and the runs of the long ones), RoPE (adjacent pairs, as ops/cpu/rope.cpp) and SwiGLU
+// (gate in columns [0, F) of gate_up, up in [F, 2F), as ops.h). Grids: any number of blocks of
+// kThreads threads striding over the elements, unless a kernel says otherwise.
 #include <cmath>
 #include <cstdint>
 
 #include "ops/cuda/portable.cuh"
+#include "ops/ops.h"
 
 namespace sps::ops::cuda::pointwise {
 
@@ -22,14 +24,39 @@ __global__ void __launch_bounds__(kThreads)
     out[i] = table[int64_t(tokens[i / d]) * d + i % d];
 }
 
-// Grid: ⌈d / kThreads⌉ blocks, one thread per column.
+// The backward's first pass: partial[r, c] = the sum of dout's rows of run r, in row order.
+// Grid: runs × ⌈d / kThreads⌉ blocks, one thread per column.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    scatter_add_kernel(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
-                       int64_t d) {
-  const int64_t c = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+    run_sums_kernel(float* partial, const float* dout, TokenRows rows, int64_t d) {
+  const int64_t c = blockIdx.y * int64_t(kThreads) + threadIdx.x;
   if (c >= d) return;
-  for (int64_t i = 0; i < n; ++i) dtable[int64_t(tokens[i]) * d + c] += dout[i * d + c];
+  const int64_t r = blockIdx.x;
+  float sum = 0;
+  for (int32_t i = rows.run_starts[r]; i < rows.run_starts[r + 1]; ++i)
+    sum += dout[int64_t(rows.order[i]) * d + c];
+  partial[r * d + c] = sum;
+}
+
+// Second pass: dtable[token, c] += the token's runs' partials in run order (a long token) or
+// its rows in row order (any other). Each token's row of the table is one block's. Grid:
+// tokens × ⌈d / kThreads⌉ blocks.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    token_sums_kernel(float* dtable, const float* partial, const float* dout, const int32_t* tokens,
+                      TokenRows rows, int64_t d) {
+  const int64_t c = blockIdx.y * int64_t(kThreads) + threadIdx.x;
+  if (c >= d) return;
+  const int64_t g = blockIdx.x;
+  float sum = 0;
+  if (g < rows.long_tokens) {
+    for (int32_t r = rows.token_runs[g]; r < rows.token_runs[g + 1]; ++r)
+      sum += partial[int64_t(r) * d + c];
+  } else {
+    for (int32_t i = rows.token_starts[g]; i < rows.token_starts[g + 1]; ++i)
+      sum += dout[int64_t(rows.order[i]) * d + c];
+  }
+  dtable[int64_t(tokens[rows.order[rows.token_starts[g]]]) * d + c] += sum;
 }
 
 // Rotates pair j of every head of every row by +angle (sign = 1) or −angle (sign = −1, the

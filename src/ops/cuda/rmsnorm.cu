@@ -3,6 +3,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/memory.h"
 #include "ops/cuda/rmsnorm.cuh"
 
 namespace sps::ops::cuda {
@@ -23,9 +24,14 @@ void rmsnorm_backward(float* din, float* dgain, const float* dout, const float* 
   rmsnorm::input_gradient_kernel<kThreads>
       <<<unsigned(rows), kThreads, rmsnorm::kSharedBytes>>>(din, dout, in, gain, rstd, d);
   check(cudaGetLastError(), "rmsnorm backward launch");
-  rmsnorm::gain_gradient_kernel<kThreads>
-      <<<unsigned((d + kThreads - 1) / kThreads), kThreads>>>(dgain, dout, in, rstd, rows, d);
+  const int64_t parts = (rows + rmsnorm::kGainPartRows - 1) / rmsnorm::kGainPartRows;
+  const unsigned columns = unsigned((d + kThreads - 1) / kThreads);
+  auto* partial = static_cast<float*>(scratch(sizeof(float) * size_t(parts * d)));
+  rmsnorm::gain_partials_kernel<kThreads><<<dim3(unsigned(parts), columns), kThreads>>>(
+      partial, dout, in, rstd, rows, d, rmsnorm::kGainPartRows);
   check(cudaGetLastError(), "rmsnorm gain gradient launch");
+  rmsnorm::gain_sum_kernel<kThreads><<<columns, kThreads>>>(dgain, partial, parts, d);
+  check(cudaGetLastError(), "rmsnorm gain gradient sum launch");
 }
 
 }  // namespace sps::ops::cuda

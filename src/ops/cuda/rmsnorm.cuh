@@ -1,8 +1,9 @@
 #pragma once
 // RMSNorm on the GPU (ops.h rmsnorm_forward / rmsnorm_backward), written in the subset of
 // CUDA that tests/ops/cuda_emulator.h also runs: one block per row, the row's sums reduced in
-// shared memory in a fixed tree order; the gain gradient summed over rows by one thread per
-// column, in row order.
+// shared memory in a fixed tree order; the gain gradient summed over rows in two passes (each
+// part of the rows by its own blocks, then the parts in order), so that the sum over tens of
+// thousands of rows is spread over the GPU and still has one order.
 #include <cmath>
 #include <cstdint>
 
@@ -12,6 +13,7 @@ namespace sps::ops::cuda::rmsnorm {
 
 constexpr int kBlockThreads = 256;
 constexpr int kSharedBytes = kBlockThreads * int(sizeof(float));  // the row kernels' sums
+constexpr int64_t kGainPartRows = 256;  // rows per part of the gain gradient's first pass
 
 // Grid: one block per row.
 template <int kThreads>
@@ -46,15 +48,30 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t c = threadIdx.x; c < d; c += kThreads) dx[c] += s * dy[c] * gain[c] - k * x[c];
 }
 
-// dgain[c] += Σ_rows dy · x · s. Grid: ⌈d / kThreads⌉ blocks, one thread per column.
+// dgain[c] += Σ_rows dy · x · s, first pass: partial[p, c] = the sum over rows
+// [p · part_rows, (p + 1) · part_rows), in row order. Grid: parts × ⌈d / kThreads⌉ blocks,
+// one thread per column.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    gain_gradient_kernel(float* dgain, const float* dout, const float* in, const float* rstd,
-                         int64_t rows, int64_t d) {
+    gain_partials_kernel(float* partial, const float* dout, const float* in, const float* rstd,
+                         int64_t rows, int64_t d, int64_t part_rows) {
+  const int64_t c = blockIdx.y * int64_t(kThreads) + threadIdx.x;
+  if (c >= d) return;
+  const int64_t first = blockIdx.x * part_rows;
+  const int64_t end = first + part_rows < rows ? first + part_rows : rows;
+  float sum = 0;
+  for (int64_t r = first; r < end; ++r) sum += dout[r * d + c] * in[r * d + c] * rstd[r];
+  partial[blockIdx.x * d + c] = sum;
+}
+
+// Second pass: dgain[c] += Σ_p partial[p, c], in part order. Grid: ⌈d / kThreads⌉ blocks.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    gain_sum_kernel(float* dgain, const float* partial, int64_t parts, int64_t d) {
   const int64_t c = blockIdx.x * int64_t(kThreads) + threadIdx.x;
   if (c >= d) return;
   float sum = 0;
-  for (int64_t r = 0; r < rows; ++r) sum += dout[r * d + c] * in[r * d + c] * rstd[r];
+  for (int64_t p = 0; p < parts; ++p) sum += partial[p * d + c];
   dgain[c] += sum;
 }
 

@@ -1,0 +1,242 @@
+// scripts/gpu-check.sh's plan, on a machine without a GPU: a dry run (every stage on the CPU
+// at small shapes) from a bundle of this build's sps and a stand-in test_cuda, with stand-ins
+// for nvidia-smi, cuobjdump and compute-sanitizer on PATH. Every stage's command line runs,
+// the report and logs.tgz come back as a lent GPU machine returns files, and the failure paths
+// (a failing test rerun by name, a failing cuobjdump, a foreign mpirun, a short budget) say
+// what they should. It tests the plan, not the GPU.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_command.h"
+#include "util/temp_dir.h"
+
+namespace sps::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+void write_script(const std::string& path, const std::string& text) {
+  std::ofstream(path) << "#!/bin/sh\n" << text;
+  fs::permissions(path, fs::perms::owner_all);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// gtest's output for the filter given; with FAKE_FAILURES=1 (and not in a rerun with
+// CUDA_LAUNCH_BLOCKING=1) a parameterised test and a plain one fail, as gtest lists them.
+constexpr const char* kFakeTestCuda = R"(filter=
+for a in "$@"; do case $a in --gtest_filter=*) filter=${a#--gtest_filter=} ;; esac; done
+echo "Note: Google Test filter = $filter"
+echo "CUDA_LAUNCH_BLOCKING=${CUDA_LAUNCH_BLOCKING:-}"
+if [ "${FAKE_FAILURES:-}" = 1 ] && [ -z "${CUDA_LAUNCH_BLOCKING:-}" ]; then
+  echo '[ RUN      ] AllCases/CudaGolden.FloatMatches/sps_w0'
+  echo '[  FAILED  ] AllCases/CudaGolden.FloatMatches/sps_w0, where GetParam() = sps_w0 (5 ms)'
+  echo '[ RUN      ] CudaOps.RmsNormMatchesTheCpuBackend'
+  echo '[  FAILED  ] CudaOps.RmsNormMatchesTheCpuBackend (1 ms)'
+  echo '[==========] 3 tests from 2 test suites ran. (6 ms total)'
+  echo '[  PASSED  ] 1 test.'
+  echo '[  FAILED  ] 2 tests, listed below:'
+  echo '[  FAILED  ] AllCases/CudaGolden.FloatMatches/sps_w0, where GetParam() = sps_w0'
+  echo '[  FAILED  ] CudaOps.RmsNormMatchesTheCpuBackend'
+  echo
+  echo ' 2 FAILED TESTS'
+  exit 1
+fi
+echo '[ RUN      ] Fake.Test'
+echo '[       OK ] Fake.Test (0 ms)'
+echo '[==========] 1 test from 1 test suite ran. (0 ms total)'
+echo '[  PASSED  ] 1 test.'
+)";
+
+// A GPU machine's tools: one H200; a binary with sm_80 and sm_90a code and no local memory
+// (--dump-sass fails with FAKE_FAILURES=1); compute-sanitizer runs its program.
+void write_fake_tools(const std::string& dir) {
+  fs::create_directories(dir);
+  write_script(dir + "/nvidia-smi", R"(case "$*" in
+  -L) echo 'GPU 0: NVIDIA H200 (UUID: GPU-fake)' ;;
+  *) echo '0, NVIDIA H200, 143771 MiB, 580.159.03, 9.0' ;;
+esac
+)");
+  write_script(dir + "/cuobjdump", R"(case $1 in
+  --list-elf) printf 'ELF file    1: sps.1.sm_80.cubin\nELF file    2: sps.2.sm_90a.cubin\n' ;;
+  --dump-sass) [ "${FAKE_FAILURES:-}" = 1 ] && exit 1
+    printf '\tFunction : _Z6kernelPf\n\t/*0000*/ MOV R1, c[0x0][0x28] ;\n' ;;
+  *) exit 2 ;;
+esac
+)");
+  write_script(dir + "/compute-sanitizer", R"(echo "compute-sanitizer $*"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --tool | --report-api-errors | --target-processes | --error-exitcode) shift 2 ;;
+    -*) shift ;;
+    *) break ;;
+  esac
+done
+exec "$@"
+)");
+}
+
+// A bundle as scripts/gpu-bundle.sh packs one: sps (here, this build's, run through a script),
+// test_cuda (the stand-in), lib/ and the MPI version the bundle was built with.
+std::string make_bundle(const TempDir& dir, const std::string& name,
+                        const std::string& mpi_version) {
+  const std::string root = dir / (name + "-files");
+  fs::create_directories(root + "/lib");
+  write_script(root + "/sps", "exec '" SPS_BINARY "' \"$@\"\n");
+  write_script(root + "/test_cuda", kFakeTestCuda);
+  if (!mpi_version.empty()) std::ofstream(root + "/mpi-version") << mpi_version << "\n";
+  const std::string bundle = dir / (name + ".tar.gz");
+  EXPECT_EQ(run_command("tar -C '" + root + "' -czf '" + bundle + "' ."), 0);
+  return bundle;
+}
+
+// This machine's mpirun's first line ("" without one).
+std::string mpirun_version() {
+  std::string text;
+  if (run_command("mpirun --version 2>/dev/null", &text) != 0) return "";
+  return text.substr(0, text.find('\n'));
+}
+
+// Runs the check; its exit status, the console in *console.
+int run_check(const TempDir& dir, const std::string& arguments, std::string* console,
+              const std::string& environment = "") {
+  // One thread per process: the check's CPU runs are small, and two processes share the cores.
+  return run_command(
+      environment + " OMP_NUM_THREADS=1 PATH='" + dir.file("tools") +
+          "':\"$PATH\" bash '" SPS_SOURCE_DIR "/scripts/gpu-check.sh' --dry-run --out '" +
+          dir.file("out") + "' --work '" + dir.file("work") + "' " + arguments + " 2>&1",
+      console);
+}
+
+std::map<std::string, json> stages_of(const json& report) {
+  std::map<std::string, json> stages;
+  for (const json& stage : report["stages"]) stages[stage["stage"]] = stage;
+  return stages;
+}
+
+TEST(GpuCheckCli, DryRunRunsEveryStageAndReturnsTheReportAndLogsAsALentMachineDoes) {
+  TempDir dir;
+  write_fake_tools(dir / "tools");
+  const std::string mpi = mpirun_version();
+  const std::string bundle = make_bundle(dir, "bundle", mpi);
+  std::string console;
+  ASSERT_EQ(run_check(dir, "--bundle '" + bundle + "'", &console), 0) << console;
+
+  // What comes back from $OUT: at most 8 files, at most two folders down, plain names.
+  std::vector<std::string> returned;
+  const std::regex plain("[A-Za-z0-9._-]+");
+  for (const auto& entry : fs::recursive_directory_iterator(dir / "out")) {
+    const fs::path relative = fs::relative(entry.path(), dir / "out");
+    for (const fs::path& part : relative)
+      EXPECT_TRUE(std::regex_match(part.string(), plain)) << relative;
+    EXPECT_LE(std::distance(relative.begin(), relative.end()), 3) << relative;
+    if (entry.is_regular_file()) returned.push_back(relative.string());
+  }
+  std::sort(returned.begin(), returned.end());
+  EXPECT_EQ(returned, (std::vector<std::string>{"gpu-check.json", "logs.tgz"}));
+
+  // Every stage ran and passed, in the planned order (processes: skipped without mpirun).
+  const json report = json::parse(read_file(dir.file("out/gpu-check.json")));
+  const std::vector<std::string> expected = {
+      "gpu",        "build",          "version",   "kernels",       "golden", "model",
+      "train",      "eval",           "processes", "device-errors", "sass",   "bench-attention",
+      "bench-step", "bench-generate", "racecheck", "memcheck"};
+  EXPECT_EQ(report["planned"].get<std::vector<std::string>>(), expected);
+  std::vector<std::string> ran;
+  for (const json& stage : report["stages"]) {
+    ran.push_back(stage["stage"]);
+    const std::string want = stage["stage"] == "processes" && mpi.empty() ? "skipped" : "passed";
+    EXPECT_EQ(stage["status"], want) << stage.dump(1);
+  }
+  EXPECT_EQ(ran, expected);
+  EXPECT_EQ(report["device"], "cpu");
+  EXPECT_EQ(report["dry_run"], true);
+  EXPECT_EQ(report["budget_seconds"], 580);  // a bundle's default
+  // The first pass's limits fit a lent GPU's 600 s per command, with room for the machine.
+  int first_pass = 0;
+  for (const json& stage : report["stages"])
+    if (stage["stage"] != "racecheck" && stage["stage"] != "memcheck")
+      first_pass += int(stage["limit"]);
+  EXPECT_LE(first_pass, 540);
+
+  // logs.tgz holds every stage's log and the runs' small files, no checkpoint or token file.
+  std::string listing;
+  ASSERT_EQ(run_command("tar -tzf '" + dir.file("out/logs.tgz") + "'", &listing), 0);
+  for (const std::string& name : expected)
+    EXPECT_NE(listing.find("./" + name + ".log\n"), std::string::npos) << name;
+  EXPECT_NE(listing.find("./train/cpu/metrics.jsonl\n"), std::string::npos) << listing;
+  EXPECT_EQ(listing.find("checkpoints"), std::string::npos) << listing;
+  EXPECT_EQ(listing.find(".bin\n"), std::string::npos) << listing;
+  EXPECT_EQ(listing.find(".safetensors"), std::string::npos) << listing;
+  // memcheck leaves library-internal API errors out.
+  EXPECT_NE(report["stages"].back()["output_tail"].get<std::string>().find(
+                "--tool memcheck --report-api-errors no"),
+            std::string::npos);
+}
+
+// A failing test is rerun by its full name (parameterised too, never the count line) with
+// every launch synchronous; a cuobjdump that fails fails its stage; a bundle built with
+// another MPI skips the processes stage; a sanitizer without the time it needs is skipped.
+TEST(GpuCheckCli, DryRunFailurePathsSayWhatFailedAndWhy) {
+  TempDir dir;
+  write_fake_tools(dir / "tools");
+  const std::string bundle = make_bundle(dir, "other-mpi", "mpirun (Open MPI) 0.0.1");
+  std::string console;
+  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only kernels,sass,processes", &console,
+                      "FAKE_FAILURES=1"),
+            1)
+      << console;
+  const std::map<std::string, json> stages =
+      stages_of(json::parse(read_file(dir.file("out/gpu-check.json"))));
+  ASSERT_EQ(stages.size(), 5u) << console;  // gpu and build run first
+  EXPECT_EQ(stages.at("kernels")["status"], "failed");
+  const std::string kernels = read_file(dir.file("work/logs/kernels.log"));
+  EXPECT_NE(kernels.find("rerun: CUDA_LAUNCH_BLOCKING=1 test_cuda --gtest_filter="
+                         "AllCases/CudaGolden.FloatMatches/sps_w0:"
+                         "CudaOps.RmsNormMatchesTheCpuBackend\n"),
+            std::string::npos)
+      << kernels;
+  EXPECT_NE(read_file(dir.file("work/logs/kernels-rerun.out"))
+                .find("Note: Google Test filter = AllCases/CudaGolden.FloatMatches/sps_w0:"
+                      "CudaOps.RmsNormMatchesTheCpuBackend\nCUDA_LAUNCH_BLOCKING=1\n"),
+            std::string::npos);
+  EXPECT_EQ(stages.at("sass")["status"], "failed");
+  EXPECT_NE(read_file(dir.file("work/logs/sass.log")).find("cuobjdump --dump-sass failed"),
+            std::string::npos);
+  EXPECT_EQ(stages.at("processes")["status"], "skipped");
+  if (!mpirun_version().empty()) {
+    EXPECT_NE(read_file(dir.file("work/logs/processes.log"))
+                  .find("the bundle's MPI is 'mpirun (Open MPI) 0.0.1'"),
+              std::string::npos);
+  }
+
+  // 70 s of budget: memcheck (at least 60 s, 15 kept for the report) is skipped.
+  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only memcheck --budget 70", &console), 0)
+      << console;
+  const json memcheck =
+      stages_of(json::parse(read_file(dir.file("out/gpu-check.json")))).at("memcheck");
+  EXPECT_EQ(memcheck["status"], "skipped") << memcheck.dump(1);
+  EXPECT_NE(memcheck["output_tail"].get<std::string>().find("the stage needs 60s"),
+            std::string::npos);
+
+  // Bad arguments: one line, status 2.
+  EXPECT_EQ(run_check(dir, "--budget soon", &console), 2);
+  EXPECT_EQ(console, "gpu-check.sh: --budget must be whole seconds, got 'soon'\n");
+}
+
+}  // namespace
+}  // namespace sps::testing
