@@ -149,7 +149,8 @@ TEST(LinearInference, Bf16AndInt8EqualF32OnTheRoundedWeights) {
     check_rounded<double>(rows, 70, 21);
   }
   check_rounded<float>(2, 1100, 48);   // past the 4 KB chunks of every type at few rows
-  check_rounded<float>(20, 1100, 32);  // and past the 16 KB ones
+  check_rounded<float>(20, 1100, 32);  // and past the 16 KB ones (widened chunks of many rows)
+  check_rounded<double>(17, 300, 21);  // the same in double, a narrow panel
   check_rounded<float>(8, 768, 1031);  // in parallel
 }
 

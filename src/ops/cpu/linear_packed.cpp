@@ -97,6 +97,31 @@ constexpr int64_t kChunkSteps = kBytes / kStepBytes<T, W>;
 template <typename T, WeightType W>
 constexpr int64_t kStepsPerLine = std::max<int64_t>(1, 64 / kStepBytes<T, W>);
 
+// The two vectors of a full panel's step at `step`, widened to T into w[0], w[1]; int8's
+// are multiplied by their block's scales, scale[0], scale[1].
+template <typename T, WeightType W, typename V>
+inline void widen_step(const uint8_t* step, const V* scale, V* w) {
+  constexpr int L = Vec<T>::lanes;
+  if constexpr (W == WeightType::f32) {
+    w[0] = load<V>(step);
+    w[1] = load<V>(step + L * sizeof(T));
+  } else if constexpr (W == WeightType::bf16) {
+    w[0] = cpu::widen_bf16<V>(reinterpret_cast<const uint16_t*>(step));
+    w[1] = cpu::widen_bf16<V>(reinterpret_cast<const uint16_t*>(step) + L);
+  } else {
+    w[0] = cpu::widen_i8<V>(reinterpret_cast<const int8_t*>(step)) * scale[0];
+    w[1] = cpu::widen_i8<V>(reinterpret_cast<const int8_t*>(step) + L) * scale[1];
+  }
+}
+
+// The scales of the block of step k of a full panel, widened to T.
+template <typename T, typename V>
+inline void widen_scales(const uint8_t* panel, int64_t k, V* scale) {
+  const auto* s = reinterpret_cast<const uint16_t*>(panel + scales_offset(k, kPanelWidth<T>));
+  scale[0] = cpu::widen_f16<V>(s);
+  scale[1] = cpu::widen_f16<V>(s + Vec<T>::lanes);
+}
+
 // out[m, 0 .. NP·kPanelWidth) for m < MR, k in [k0, k1), from NP consecutive full panels at p
 // (each `panel_stride` bytes). Sums start from out when `from_out`, else from 0. The block is
 // pass `pass` of `passes` over the chunk: it prefetches every passes-th line of the next
@@ -115,11 +140,7 @@ inline void micro_kernel(T* out, int64_t ld_out, const T* in, int64_t K, const u
       acc[m][v] = from_out ? load<V>(out + m * ld_out + (v / 2) * P + (v % 2) * L) : V{};
   V scale[NV];  // int8: the scales of k's block (k0 starts a block: kSteps is whole blocks)
   const auto load_scales = [&](int64_t k) {
-    for (int q = 0; q < NP; ++q) {
-      const auto* s = reinterpret_cast<const uint16_t*>(p + q * panel_stride + scales_offset(k, P));
-      scale[2 * q] = cpu::widen_f16<V>(s);
-      scale[2 * q + 1] = cpu::widen_f16<V>(s + L);
-    }
+    for (int q = 0; q < NP; ++q) widen_scales<T>(p + q * panel_stride, k, scale + 2 * q);
   };
   if constexpr (W == WeightType::int8) load_scales(k0);
   int64_t prefetch_at = k0 + int64_t(pass) * kStepsPerLine<T, W>;
@@ -131,23 +152,12 @@ inline void micro_kernel(T* out, int64_t ld_out, const T* in, int64_t K, const u
     V w[NV];
     for (int q = 0; q < NP; ++q) {
       const uint8_t* panel = p + q * panel_stride;
-      const uint8_t* step = panel + step_offset<T, W>(k, P);
       if (prefetch) {  // the same step of the next chunk: one line, two with 512-bit f32
         const uint8_t* ahead = panel + step_offset<T, W>(k + kSteps, P);
         __builtin_prefetch(ahead);
         if constexpr (kStepBytes<T, W> > 64) __builtin_prefetch(ahead + 64);
       }
-      if constexpr (W == WeightType::f32) {
-        w[2 * q] = load<V>(step);
-        w[2 * q + 1] = load<V>(step + L * sizeof(T));
-      } else if constexpr (W == WeightType::bf16) {
-        w[2 * q] = cpu::widen_bf16<V>(reinterpret_cast<const uint16_t*>(step));
-        w[2 * q + 1] = cpu::widen_bf16<V>(reinterpret_cast<const uint16_t*>(step) + L);
-      } else {
-        w[2 * q] = cpu::widen_i8<V>(reinterpret_cast<const int8_t*>(step)) * scale[2 * q];
-        w[2 * q + 1] =
-            cpu::widen_i8<V>(reinterpret_cast<const int8_t*>(step) + L) * scale[2 * q + 1];
-      }
+      widen_step<T, W>(panel + step_offset<T, W>(k, P), scale + 2 * q, w + 2 * q);
     }
     for (int m = 0; m < MR; ++m) {
       const V a = in[m * K + k] - V{};  // a broadcast GCC loads straight from memory
@@ -199,14 +209,44 @@ void chunks(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const uint8
                                  std::min(K, k0 + kSteps));
 }
 
+// Many rows against one bf16 or int8 panel: each chunk of it is widened once into an fp32
+// chunk in L1 that every block of rows then multiplies as an f32 panel, so the widening is
+// paid once per chunk instead of once per block of rows (prefill, scoring). The widened
+// weights are the values the other path forms in registers: the same bits.
+template <typename T, WeightType W>
+void widened_chunks(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const uint8_t* p,
+                    bool accumulate) {
+  using V = typename Vec<T>::V;
+  constexpr int64_t P = kPanelWidth<T>, kSteps = kChunkSteps<T, WeightType::f32, 16384>;
+  static_assert(kSteps % kQ8Block == 0);
+  alignas(64) T widened[kSteps * P];
+  for (int64_t k0 = 0; k0 < K; k0 += kSteps) {
+    const int64_t k1 = std::min(K, k0 + kSteps);
+    V scale[2];
+    for (int64_t k = k0; k < k1; ++k) {
+      if constexpr (W == WeightType::int8)
+        if (k % kQ8Block == 0) widen_scales<T>(p, k, scale);
+      V w[2];
+      widen_step<T, W>(p + step_offset<T, W>(k, P), scale, w);
+      store(widened + (k - k0) * P, w[0]);
+      store(widened + (k - k0) * P + Vec<T>::lanes, w[1]);
+    }
+    rows_chunk<T, WeightType::f32, 1, kSteps>(out, N, in + k0, rows, K,
+                                              reinterpret_cast<const uint8_t*>(widened), 0,
+                                              accumulate || k0 > 0, 0, k1 - k0);
+  }
+}
+
 template <typename T, WeightType W, int NP>
 void panels(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const uint8_t* p,
             bool accumulate) {
   const int64_t stride = panel_bytes<T, W>(K, kPanelWidth<T>);
   if (rows <= 16)
     chunks<T, W, NP, kChunkSteps<T, W, 4096>>(out, N, in, rows, K, p, stride, accumulate);
-  else
+  else if constexpr (W == WeightType::f32)
     chunks<T, W, NP, kChunkSteps<T, W, 16384>>(out, N, in, rows, K, p, stride, accumulate);
+  else
+    widened_chunks<T, W>(out, N, in, rows, K, p, accumulate);
 }
 
 template <typename T, WeightType W>
