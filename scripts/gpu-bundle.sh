@@ -26,8 +26,6 @@ cp $build/sps $build/test_cuda "$stage/"
 ldd $build/sps $build/test_cuda | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/libcublas' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
-# The golden cases, for the GPU test that runs them (gpu-check.sh points SPS_GOLDEN_DIR here).
-[ ! -d ../shared/golden ] || cp -r ../shared/golden "$stage/golden"
 # The MPI the bundled libmpi is (mpirun's first line): gpu-check.sh runs two processes only
 # under the same mpirun, since another one cannot start this libmpi's MPI_Init.
 if command -v mpirun >/dev/null; then

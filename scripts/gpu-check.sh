@@ -198,13 +198,10 @@ stage_version() {
   [ "$device" = cpu ] || grep -q "; $device " <<<"$text"
 }
 
-# The golden cases the CUDA tests run: the bundle's copy, or ../shared beside this tree.
+# The golden cases the CUDA tests run: this tree's (the binaries may have been built in
+# another folder, whose path they would look in).
 use_golden() {
-  if [ -d "$bin/bundle/golden" ]; then
-    export SPS_GOLDEN_DIR=$PWD/$bin/bundle/golden
-  elif [ -d ../shared/golden ]; then
-    export SPS_GOLDEN_DIR=$(realpath ../shared/golden)
-  fi
+  export SPS_GOLDEN_DIR=$PWD/tests/golden
 }
 
 # The tests gtest lists as failed in FILE, ':'-joined for --gtest_filter: plain

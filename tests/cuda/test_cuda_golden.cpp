@@ -1,4 +1,4 @@
-// The independent golden cases (../shared/golden, or SPS_GOLDEN_DIR) on a real GPU: logits,
+// The independent golden cases (tests/golden, or SPS_GOLDEN_DIR) on a real GPU: logits,
 // per-position NLL, loss and every parameter gradient of each case, within the float
 // tolerances of the CPU engine's test (tests/model/test_model_golden.cpp). Skipped where no
 // GPU is usable.

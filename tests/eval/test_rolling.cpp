@@ -1,4 +1,4 @@
-// Rolling corpus log-likelihood (docs/model.md §8): the golden values of ../shared/golden for every
+// Rolling corpus log-likelihood (docs/model.md §8): the golden values of tests/golden for every
 // family, window coverage against the naive reference, batching and padding invariance,
 // and Python's re.split(r"\s+") word count.
 #include <gtest/gtest.h>

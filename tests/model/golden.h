@@ -1,5 +1,5 @@
 #pragma once
-// The independent golden cases of ../shared/golden (see its README): config, weights,
+// The independent golden cases of tests/golden (see its README): config, weights,
 // inputs and expected values, loaded for the tests.
 #include <gtest/gtest.h>
 

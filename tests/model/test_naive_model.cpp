@@ -1,5 +1,5 @@
 // The naive double-precision reference model (naive_model.h) against the golden vectors of
-// shared/golden: logits, per-position NLL, keep mask and loss of every case, and the
+// tests/golden: logits, per-position NLL, keep mask and loss of every case, and the
 // docs/model.md §8 rolling log-likelihoods.
 #include <gtest/gtest.h>
 
