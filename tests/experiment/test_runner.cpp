@@ -68,8 +68,9 @@ TEST(Runner, DecayBranchesStartFromTheRunsCheckpoints) {
   std::vector<std::string> expected = {"/bin/sps", "train", "--config", runs[0].recipe};
   expected.insert(expected.end(), runs[0].branches[0].overrides.begin(),
                   runs[0].branches[0].overrides.end());
-  for (const std::string a : {"system.out_dir=" + run + "/decay_524288", std::string("--init-from"),
-                              run + "/train/checkpoints/tokens_000000524288"})
+  for (const std::string& a :
+       {"system.out_dir=" + run + "/decay_524288", std::string("--init-from"),
+        run + "/train/checkpoints/tokens_000000524288"})
     expected.push_back(a);
   EXPECT_EQ(c.branches[0], expected);
   // At the run's end the branch starts from `final`.

@@ -263,7 +263,9 @@ TEST(GenerationRun, LogprobsAreTheLogSoftmaxOfTheStepsLogits) {
   EXPECT_EQ(lp.top[0].first, g.tokens[0]);  // greedy: the most likely
   for (size_t k = 0; k < 4; ++k) {
     EXPECT_NEAR(lp.top[k].second, last[lp.top[k].first] - std::log(z), 1e-4);
-    if (k) EXPECT_GE(lp.top[k - 1].second, lp.top[k].second);
+    if (k) {
+      EXPECT_GE(lp.top[k - 1].second, lp.top[k].second);
+    }
   }
 }
 

@@ -222,7 +222,7 @@ void widened_chunks(T* out, int64_t N, const T* in, int64_t rows, int64_t K, con
   alignas(64) T widened[kSteps * P];
   for (int64_t k0 = 0; k0 < K; k0 += kSteps) {
     const int64_t k1 = std::min(K, k0 + kSteps);
-    V scale[2];
+    V scale[2] = {};  // int8 only
     for (int64_t k = k0; k < k1; ++k) {
       if constexpr (W == WeightType::int8)
         if (k % kQ8Block == 0) widen_scales<T>(p, k, scale);
