@@ -17,9 +17,26 @@ using Runs = std::vector<const RunResults*>;
 // The runs of one group by seed.
 using BySeed = std::map<int64_t, const RunResults*>;
 
+using Pairs = std::vector<std::pair<const RunResults*, const RunResults*>>;
+
+// The gap over the seeds' pairs (group, standard) at one point, each run's NLL there by
+// `nll_of`.
+template <typename NllOf>
+SeedGap gap_of_pairs(const Pairs& pairs, double alpha, SeedGap point, NllOf nll_of) {
+  std::vector<double> group, standard;
+  for (const auto& [g, s] : pairs) {
+    group.push_back(nll_of(g));
+    standard.push_back(nll_of(s));
+    point.gaps.push_back(group.back() - standard.back());
+  }
+  point.group_nll = stats::mean(group);
+  point.standard_nll = stats::mean(standard);
+  point.gap = stats::t_confidence_interval(point.gaps, alpha);
+  return point;
+}
+
 // The gap at every point all of `pairs`' curves have (per seed: group, standard).
-std::vector<SeedGap> shared_gaps(
-    const std::vector<std::pair<const RunResults*, const RunResults*>>& pairs, double alpha) {
+std::vector<SeedGap> shared_gaps(const Pairs& pairs, double alpha) {
   std::map<int64_t, int> count;  // tokens -> curves that have it
   for (const auto& [g, s] : pairs)
     for (const RunResults* r : {g, s})
@@ -29,28 +46,17 @@ std::vector<SeedGap> shared_gaps(
     if (n != int(2 * pairs.size())) continue;
     SeedGap point;
     point.tokens = tokens;
-    std::vector<double> group, standard;
-    for (const auto& [g, s] : pairs) {
-      auto at = [&](const RunResults* r) {
-        for (const ValPoint& p : r->val_curve)
-          if (p.tokens == tokens) return p.val_nll;
-        return RunResults::kMissing;
-      };
-      group.push_back(at(g));
-      standard.push_back(at(s));
-      point.gaps.push_back(group.back() - standard.back());
-    }
-    point.group_nll = stats::mean(group);
-    point.standard_nll = stats::mean(standard);
-    point.gap = stats::t_confidence_interval(point.gaps, alpha);
-    out.push_back(std::move(point));
+    out.push_back(gap_of_pairs(pairs, alpha, point, [&](const RunResults* r) {
+      for (const ValPoint& p : r->val_curve)
+        if (p.tokens == tokens) return p.val_nll;
+      return RunResults::kMissing;
+    }));
   }
   return out;
 }
 
 // The decayed branches every run of the pairs finished.
-std::vector<SeedGap> decayed_gaps(
-    const std::vector<std::pair<const RunResults*, const RunResults*>>& pairs, double alpha) {
+std::vector<SeedGap> decayed_gaps(const Pairs& pairs, double alpha) {
   std::map<int64_t, int> count;
   for (const auto& [g, s] : pairs)
     for (const RunResults* r : {g, s})
@@ -66,19 +72,12 @@ std::vector<SeedGap> decayed_gaps(
     SeedGap point;
     point.from = from;
     point.tokens = at(pairs.front().first).tokens;
-    std::vector<double> group, standard;
-    for (const auto& [g, s] : pairs) {
-      group.push_back(at(g).val_nll);
-      standard.push_back(at(s).val_nll);
-      point.gaps.push_back(group.back() - standard.back());
-    }
-    point.group_nll = stats::mean(group);
-    point.standard_nll = stats::mean(standard);
-    point.gap = stats::t_confidence_interval(point.gaps, alpha);
-    out.push_back(std::move(point));
+    out.push_back(
+        gap_of_pairs(pairs, alpha, point, [&](const RunResults* r) { return at(r).val_nll; }));
   }
   return out;
 }
+
 
 }  // namespace
 
@@ -144,7 +143,7 @@ std::vector<GapTrend> analyse_trends(const Runs& runs, double alpha) {
         trend.label = family_entry(first.family, "family").window == WindowRule::swept
                           ? fmt::format("{} w{}", first.family, first.window)
                           : first.family;
-        std::vector<std::pair<const RunResults*, const RunResults*>> pairs;
+        Pairs pairs;
         for (const auto& [seed, run] : by_seed) {
           const auto other = standard->find(seed);
           if (other == standard->end()) continue;
