@@ -47,7 +47,7 @@ inline V widen_bf16(const uint16_t* p) {
     return std::bit_cast<V>(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 #endif
-  return widen_each<V>(p, bf16_to_float);
+  return widen_each<V>(p, [](uint16_t h) { return bf16_to_float(h); });
 }
 
 // V's lanes from fp16 values at p (unaligned).
@@ -66,7 +66,7 @@ inline V widen_f16(const uint16_t* p) {
     return std::bit_cast<V>(_mm256_cvtph_ps(h));
   }
 #endif
-  return widen_each<V>(p, f16_to_float);
+  return widen_each<V>(p, [](uint16_t h) { return f16_to_float(h); });
 }
 
 // V's lanes from int8 values at p (unaligned).
