@@ -65,26 +65,15 @@ bench: build
 	@./build/release/sps bench step --config configs/models/tiny.yaml
 	@./build/release/sps bench step --config configs/models/tiny.yaml model.family=sps model.window_size=64
 
+# Every fuzz target, with its dictionary fuzz/NAME.dict and seeds fuzz/corpus_NAME.
+FUZZ_TARGETS = safetensors jsonl unpickler serve_request http_request config dataset_meta
+
 fuzz: deps
 	@cmake --preset fuzz >/dev/null
-	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_safetensors fuzz_jsonl fuzz_unpickler fuzz_serve_request \
-	  fuzz_http_request fuzz_config fuzz_dataset_meta
-	@mkdir -p build/fuzz/corpus_safetensors build/fuzz/corpus_jsonl build/fuzz/corpus_unpickler build/fuzz/corpus_serve_request \
-	  build/fuzz/corpus_http_request build/fuzz/corpus_config build/fuzz/corpus_dataset_meta
-	@./build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/safetensors.dict \
-	  build/fuzz/corpus_safetensors fuzz/corpus_safetensors
-	@./build/fuzz/fuzz_jsonl -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/jsonl.dict \
-	  build/fuzz/corpus_jsonl fuzz/corpus_jsonl
-	@./build/fuzz/fuzz_unpickler -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/unpickler.dict \
-	  build/fuzz/corpus_unpickler fuzz/corpus_unpickler
-	@./build/fuzz/fuzz_serve_request -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/serve_request.dict \
-	  build/fuzz/corpus_serve_request fuzz/corpus_serve_request
-	@./build/fuzz/fuzz_http_request -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/http_request.dict \
-	  build/fuzz/corpus_http_request fuzz/corpus_http_request
-	@./build/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/config.dict \
-	  build/fuzz/corpus_config fuzz/corpus_config
-	@./build/fuzz/fuzz_dataset_meta -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/dataset_meta.dict \
-	  build/fuzz/corpus_dataset_meta fuzz/corpus_dataset_meta
+	@cmake --build --preset fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/corpus_$$t && \
+	  ./build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/$$t.dict \
+	    build/fuzz/corpus_$$t fuzz/corpus_$$t || exit 1; done
 
 # The main job: corpora, tokenizer, token files, tiny standard vs tiny sps, table and plot.
 demo: BUILD_TARGETS = sps
