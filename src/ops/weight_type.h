@@ -1,9 +1,17 @@
 #pragma once
 // How a model's projection weights are stored for inference (--weight-type): f32 as trained,
 // bf16 (half the bytes), or int8 (symmetric blocks of kQ8Block along in_dim with one fp16
-// scale each: GGUF's Q8_0, ~1.06 bytes per weight). Activations, sums and every other tensor
-// stay fp32: a bf16 or int8 weight is widened to the exact fp32 value it stands for before it
-// is multiplied, so a result equals fp32 arithmetic on the rounded (dequantized) weights.
+// scale each: GGUF's Q8_0, ~1.06 bytes per weight). Every other tensor stays fp32.
+// - bf16: a weight is widened to the exact fp32 value it stands for before it is multiplied,
+//   so a result equals fp32 arithmetic on the rounded weights.
+// - int8: the linear's input rows are quantized too, as llama.cpp's Q8_0 × Q8_0 products do,
+//   so that blocks multiply as integers: each row's block b of kQ8Block values x gets the
+//   scale a_b = max|x| / 127 (fp32) and the integers round(x / a_b) (half away from zero; all
+//   0 when a_b = 0; a block holding a NaN or an infinity gets a_b = NaN). An output is then
+//   the chain sum ← fma(float(I_b), w_b · a_b, sum) over the blocks in order, from 0 (or the
+//   old value when accumulating), I_b the exact integer dot product of the row's and the
+//   column's block b and w_b the column's fp16 scale. The embedding reads the dequantized
+//   weights q · w_b.
 #include <cstdint>
 #include <string>
 

@@ -128,8 +128,8 @@ void round_projections(Model<float>& model, ops::WeightType type) {
 }
 
 // Weights packed for inference in each weight type (Model::pack_for_inference): the forward's
-// logits are those of the row layout on the rounded weights, and cached generation equals
-// the forward with both on the packed weights.
+// logits are those of the row layout on the rounded weights (int8: close to them), and cached
+// generation equals the forward with both on the packed weights, bit for bit.
 TEST_P(DecoderEqualsForward, PackedWeights) {
   const Case& p = GetParam();
   const ModelConfig c = micro_config(p.family, p.window, p.omega);
@@ -147,7 +147,9 @@ TEST_P(DecoderEqualsForward, PackedWeights) {
     std::vector<double> row_logits(n * V), packed_logits(n * V);
     rows_model.forward(x.data(), x.data(), 1, n, {nullptr, row_logits.data()});
     model.forward(x.data(), x.data(), 1, n, {nullptr, packed_logits.data()});
-    EXPECT_LT(max_relative_error(packed_logits.data(), row_logits.data(), n * V), 1e-4);
+    // int8 quantizes each linear's input rows too (ops/weight_type.h): a few percent apart.
+    EXPECT_LT(max_relative_error(packed_logits.data(), row_logits.data(), n * V),
+              type == ops::WeightType::int8 ? 0.05 : 1e-4);
     check_against_forward(model, {x}, {5});
     check_against_forward(model, {x}, {3}, 0, 5);
     const auto b = random_tokens(1, 10, c, 32, {1});

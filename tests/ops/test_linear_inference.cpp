@@ -1,10 +1,11 @@
 // The inference linears against linear_forward (BLAS), for every row count, with dimension
 // tails and accumulation: linear_decode_forward on the row layout, and linear_packed_forward
 // over pack_weight_rows' layout (with in_dim past one chunk of a panel too), whose result for
-// a row is moreover bit for bit the same whatever rows are computed beside it. In bf16 and
-// int8 the packed kernel equals, bit for bit, the f32 kernel on the weights rounded
-// (dequantized) by an independent reference; and the embedding gathered from a table in
-// each layout is the table's (rounded) rows.
+// a row is moreover bit for bit the same whatever rows are computed beside it. In bf16 the
+// packed kernel equals, bit for bit, the f32 kernel on the weights rounded by an independent
+// reference; in int8 it equals, bit for bit, the definition of ops/weight_type.h computed
+// here apart from the library; and the embedding gathered from a table in each layout is the
+// table's (rounded) rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 
 #include "float_reference.h"
 #include "gradcheck.h"
+#include "ops/cpu/cpu_common.h"
 #include "ops/cpu/linear_packed.h"
 #include "ops/ops.h"
 
@@ -117,14 +119,14 @@ TEST(LinearInference, EqualsLinearForEveryRowCount) {
   check<float>(300, 256, 768, 1e-5); // a prefill's rows
 }
 
-// bf16 and int8 weights: the packed kernel's result is the f32 kernel's on the reference's
-// rounded weights, bit for bit (the widened weights are exact, the chains the same), for row
-// counts of every micro-kernel, in_dim with a partial int8 block and past the chunks of every
-// type, narrow last panels; and close to BLAS on the rounded weights.
+// bf16 weights: the packed kernel's result is the f32 kernel's on the reference's rounded
+// weights, bit for bit (the widened weights are exact, the chains the same), for row counts
+// of every micro-kernel, in_dim past the chunks of every type, narrow last panels; and close
+// to BLAS on the rounded weights.
 template <typename T>
 void check_rounded(int64_t rows, int64_t in_dim, int64_t out_dim) {
   const LinearCase<T> c(rows, in_dim, out_dim);
-  for (const WeightType type : {WeightType::bf16, WeightType::int8}) {
+  for (const WeightType type : {WeightType::bf16}) {
     const std::vector<uint8_t> packed = pack(c.weight, in_dim, out_dim, type);
     const std::vector<T> rounded = reference_weights(c.weight, in_dim, type);
     const std::vector<uint8_t> rounded_packed = pack(rounded, in_dim, out_dim, WeightType::f32);
@@ -142,7 +144,7 @@ void check_rounded(int64_t rows, int64_t in_dim, int64_t out_dim) {
   }
 }
 
-TEST(LinearInference, Bf16AndInt8EqualF32OnTheRoundedWeights) {
+TEST(LinearInference, Bf16EqualsF32OnTheRoundedWeights) {
   for (int64_t rows = 1; rows <= 9; ++rows) {
     check_rounded<float>(rows, 64, 80);
     check_rounded<float>(rows, 45, 19);  // a partial block of 13; a narrow panel
@@ -152,6 +154,102 @@ TEST(LinearInference, Bf16AndInt8EqualF32OnTheRoundedWeights) {
   check_rounded<float>(20, 1100, 32);  // and past the 16 KB ones (widened chunks of many rows)
   check_rounded<double>(17, 300, 21);  // the same in double, a narrow panel
   check_rounded<float>(8, 768, 1031);  // in parallel
+}
+
+// Half away from zero, as Q8_0 rounds.
+double round_half_away(double x) { return x < 0 ? -std::floor(-x + 0.5) : std::floor(x + 0.5); }
+
+// One block of up to 32 values quantized: the integers (zero-padded to 32) and the scale.
+// Weights as GGUF's Q8_0 (q = round(x · (1/d)), the scale d rounded to fp16); activations as
+// ops/weight_type.h says (q = round(x / d), d kept in T, NaN for a non-finite block).
+template <typename T>
+struct ReferenceBlock {
+  int32_t q[32] = {};
+  double scale = 0;
+};
+template <typename T>
+ReferenceBlock<T> reference_block(const T* x, int64_t n, bool weights) {
+  ReferenceBlock<T> block;
+  if (weights) {
+    float amax = 0;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(float(x[i])));
+    const float d = amax / 127.0f, inverse = d != 0 ? 1.0f / d : 0.0f;
+    for (int64_t i = 0; i < n; ++i) block.q[i] = int32_t(round_half_away(float(x[i]) * inverse));
+    block.scale = testing::reference_f16(d);
+    return block;
+  }
+  T amax = 0;
+  bool finite = true;
+  for (int64_t i = 0; i < n; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    amax = std::max(amax, std::fabs(x[i]));
+  }
+  const T d = amax / T(127);
+  for (int64_t i = 0; i < n && finite && d != 0; ++i) block.q[i] = int32_t(round_half_away(x[i] / d));
+  block.scale = finite ? double(d) : NAN;
+  return block;
+}
+
+// The int8 linear by its definition: per output, fma(I_b, w_b · a_b, sum) over the blocks.
+template <typename T>
+std::vector<T> reference_int8_linear(const LinearCase<T>& c, bool accumulate) {
+  std::vector<T> out = c.start;
+  const int64_t K = c.in_dim;
+  for (int64_t m = 0; m < c.rows; ++m)
+    for (int64_t j = 0; j < c.out_dim; ++j) {
+      T sum = accumulate ? out[m * c.out_dim + j] : T(0);
+      for (int64_t k0 = 0; k0 < K; k0 += 32) {
+        const int64_t n = std::min<int64_t>(32, K - k0);
+        const ReferenceBlock<T> a = reference_block(c.in.data() + m * K + k0, n, false);
+        const ReferenceBlock<T> w = reference_block(c.weight.data() + j * K + k0, n, true);
+        int32_t dot = 0;
+        for (int i = 0; i < 32; ++i) dot += a.q[i] * w.q[i];
+        sum = ops::cpu::fused_multiply_add(T(dot), T(w.scale) * T(a.scale), sum);
+      }
+      out[m * c.out_dim + j] = sum;
+    }
+  return out;
+}
+
+// int8: the packed kernel's result is the definition's, bit for bit, for row counts of every
+// micro-kernel, in_dim with a partial block and past a chunk of a panel, narrow last panels,
+// float and double; and within the quantization's error of BLAS on the f32 weights.
+template <typename T>
+void check_int8(int64_t rows, int64_t in_dim, int64_t out_dim) {
+  const LinearCase<T> c(rows, in_dim, out_dim);
+  const std::vector<uint8_t> packed = pack(c.weight, in_dim, out_dim, WeightType::int8);
+  for (bool accumulate : {false, true}) {
+    const std::vector<T> got = c.packed_forward(packed, WeightType::int8, accumulate);
+    const std::vector<T> expected = reference_int8_linear(c, accumulate);
+    EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), sizeof(T) * got.size()))
+        << "rows " << rows << " in " << in_dim << " out " << out_dim << " acc " << accumulate;
+    EXPECT_LT(max_relative_error(got, c.blas(accumulate)), 0.05) << "rows " << rows;
+  }
+}
+
+TEST(LinearInference, Int8IsItsDefinition) {
+  for (int64_t rows = 1; rows <= 9; ++rows) {
+    check_int8<float>(rows, 64, 80);
+    check_int8<float>(rows, 45, 19);  // a partial block of 13; a narrow panel
+    check_int8<double>(rows, 70, 21);
+  }
+  check_int8<float>(2, 1100, 48);   // past a chunk of a panel
+  check_int8<float>(20, 1100, 32);  // and with many rows
+  check_int8<float>(8, 768, 1031);  // in parallel
+}
+
+// A NaN or an infinity in an input row makes that row's int8 outputs NaN, no other row's.
+TEST(LinearInference, Int8NonFiniteInputsPoisonTheirRowOnly) {
+  LinearCase<float> c(3, 64, 40);
+  c.in[1 * 64 + 40] = NAN;
+  c.in[2 * 64 + 3] = INFINITY;
+  const std::vector<uint8_t> packed = pack(c.weight, 64, 40, WeightType::int8);
+  const std::vector<float> got = c.packed_forward(packed, WeightType::int8, false);
+  for (int64_t j = 0; j < 40; ++j) {
+    EXPECT_TRUE(std::isfinite(got[j])) << j;
+    EXPECT_TRUE(std::isnan(got[40 + j])) << j;
+    EXPECT_TRUE(std::isnan(got[80 + j])) << j;
+  }
 }
 
 TEST(LinearInference, APackedRowsResultIgnoresTheOtherRows) {
@@ -244,14 +342,15 @@ TEST(LinearInference, Int8RefusesWeightsBeyondItsRange) {
   }
 }
 
-// The packed sizes: bf16 half of f32, int8 one byte per weight and an fp16 per block of 32.
+// The packed sizes: bf16 half of f32, int8 one byte per weight and an fp16 per block of 32
+// (a partial last block padded).
 TEST(LinearInference, PackedBytesPerType) {
   const int64_t in_dim = 768, out_dim = 2304;
   EXPECT_EQ(ops::packed_weight_bytes<float>(WeightType::f32, in_dim, out_dim), 4 * in_dim * out_dim);
   EXPECT_EQ(ops::packed_weight_bytes<float>(WeightType::bf16, in_dim, out_dim), 2 * in_dim * out_dim);
   EXPECT_EQ(ops::packed_weight_bytes<float>(WeightType::int8, in_dim, out_dim),
             in_dim * out_dim + 2 * (in_dim / 32) * out_dim);
-  EXPECT_EQ(ops::packed_weight_bytes<float>(WeightType::int8, 45, 3), 45 * 3 + 2 * 2 * 3);
+  EXPECT_EQ(ops::packed_weight_bytes<float>(WeightType::int8, 45, 3), 2 * (32 + 2) * 3);
 }
 
 }  // namespace

@@ -8,14 +8,13 @@
 // per output) and the weights stream from memory once.
 //
 // A panel holds its weights in the model's weight type (ops/weight_type.h): T itself, bf16,
-// or int8 in blocks of kQ8Block steps, each block led by its columns' fp16 scales. The
-// micro-kernel widens a step's weights to T in registers (bf16: the upper half of an fp32;
-// int8: the integer times its block's scale, a product exact in fp32), so the bytes read per
+// or int8 (linear_packed_int8.h, integer dot products over blocks). The micro-kernel widens a
+// step's bf16 weights to T in registers (the upper half of an fp32), so the bytes read per
 // weight, which set a decode step's speed, are 4, 2 or ~1.06.
 //
-// Every output element is the same chain of fused multiply-adds, k = 0 … in_dim − 1, started
-// from 0 (or from the old value when accumulating), whatever the number of rows and however
-// they are blocked: a row's result does not depend on the rows beside it, and a bf16 or int8
+// Every f32 or bf16 output element is the same chain of fused multiply-adds, k = 0 … in_dim −
+// 1, started from 0 (or from the old value when accumulating), whatever the number of rows and
+// however they are blocked: a row's result does not depend on the rows beside it, and a bf16
 // result equals the f32 kernel's on the widened weights. Nor does it depend on the panel
 // width: this file is compiled once for the build's target and, in a portable x86 build, once
 // more for AVX-512 (SPS_KERNEL_VARIANT, linear_packed.h), and both give the same bits.
@@ -26,6 +25,7 @@
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/linear_packed.h"
+#include "ops/cpu/linear_packed_int8.h"
 #include "ops/cpu/widen.h"
 #include "ops/ops.h"
 #include "util/error.h"
@@ -42,41 +42,37 @@ using cpu::Vec;
 template <typename T>
 constexpr int64_t kPanelWidth = 2 * Vec<T>::lanes;
 
-// Where step k (an in_dim index) of a panel `width` columns wide starts, in bytes from the
-// panel's start, and where the panel's fp16 scales of k's block start (int8 only).
+// Where step k (an in_dim index) of an f32 or bf16 panel `width` columns wide starts, in
+// bytes from the panel's start.
 template <typename T, WeightType W>
 constexpr int64_t step_offset(int64_t k, int64_t width) {
-  if constexpr (W == WeightType::f32) return k * width * int64_t(sizeof(T));
-  if constexpr (W == WeightType::bf16) return k * width * 2;
-  const int64_t block = k / kQ8Block;
-  return block * width * (2 + kQ8Block) + 2 * width + (k - block * kQ8Block) * width;
+  static_assert(W != WeightType::int8);
+  return k * width * (W == WeightType::f32 ? int64_t(sizeof(T)) : 2);
 }
 template <typename T, WeightType W>
 constexpr int64_t panel_bytes(int64_t K, int64_t width) {
   if constexpr (W == WeightType::int8)
-    return (K + kQ8Block - 1) / kQ8Block * 2 * width + K * width;
-  return step_offset<T, W>(K, width);
-}
-inline int64_t scales_offset(int64_t k, int64_t width) {
-  return k / kQ8Block * width * (2 + kQ8Block);
+    return q8_panel_bytes(K, width);
+  else
+    return step_offset<T, W>(K, width);
 }
 
 // The weight at step k, column c of a panel `width` wide, widened to T.
 template <typename T, WeightType W>
 inline T weight_at(const uint8_t* panel, int64_t k, int64_t c, int64_t width) {
-  const uint8_t* step = panel + step_offset<T, W>(k, width);
-  if constexpr (W == WeightType::f32) {
-    T w;
-    std::memcpy(&w, step + c * sizeof(T), sizeof(T));
-    return w;
-  } else if constexpr (W == WeightType::bf16) {
-    uint16_t h;
-    std::memcpy(&h, step + 2 * c, 2);
-    return T(bf16_to_float(h));
+  if constexpr (W == WeightType::int8) {
+    return T(q8_weight(panel, k, c, width)) * T(q8_scale(panel, k / kQ8Block, c, width));
   } else {
-    uint16_t s;
-    std::memcpy(&s, panel + scales_offset(k, width) + 2 * c, 2);
-    return T(int8_t(step[c])) * T(f16_to_float(s));
+    const uint8_t* step = panel + step_offset<T, W>(k, width);
+    if constexpr (W == WeightType::f32) {
+      T w;
+      std::memcpy(&w, step + c * sizeof(T), sizeof(T));
+      return w;
+    } else {
+      uint16_t h;
+      std::memcpy(&h, step + 2 * c, 2);
+      return T(bf16_to_float(h));
+    }
   }
 }
 
@@ -88,38 +84,24 @@ inline T weight_at(const uint8_t* panel, int64_t k, int64_t c, int64_t width) {
 // weights 10-15% faster than 16 KB at 4-8 rows, 16 KB chunks multiply 10-15% faster at 32
 // rows and more, where the passes, not memory, take the time.
 template <typename T, WeightType W>
-constexpr int64_t kStepBytes = W == WeightType::f32    ? kPanelWidth<T> * int64_t(sizeof(T))
-                               : W == WeightType::bf16 ? kPanelWidth<T> * 2
-                                                       : kPanelWidth<T>;
+constexpr int64_t kStepBytes = kPanelWidth<T> * (W == WeightType::f32 ? int64_t(sizeof(T)) : 2);
 template <typename T, WeightType W, int64_t kBytes>
 constexpr int64_t kChunkSteps = kBytes / kStepBytes<T, W>;
 // Steps between two prefetched cache lines (a step may hold less than one line).
 template <typename T, WeightType W>
 constexpr int64_t kStepsPerLine = std::max<int64_t>(1, 64 / kStepBytes<T, W>);
 
-// The two vectors of a full panel's step at `step`, widened to T into w[0], w[1]; int8's
-// are multiplied by their block's scales, scale[0], scale[1].
+// The two vectors of a full f32 or bf16 panel's step at `step`, widened to T into w[0], w[1].
 template <typename T, WeightType W, typename V>
-inline void widen_step(const uint8_t* step, const V* scale, V* w) {
+inline void widen_step(const uint8_t* step, V* w) {
   constexpr int L = Vec<T>::lanes;
   if constexpr (W == WeightType::f32) {
     w[0] = load<V>(step);
     w[1] = load<V>(step + L * sizeof(T));
-  } else if constexpr (W == WeightType::bf16) {
+  } else {
     w[0] = cpu::widen_bf16<V>(reinterpret_cast<const uint16_t*>(step));
     w[1] = cpu::widen_bf16<V>(reinterpret_cast<const uint16_t*>(step) + L);
-  } else {
-    w[0] = cpu::widen_i8<V>(reinterpret_cast<const int8_t*>(step)) * scale[0];
-    w[1] = cpu::widen_i8<V>(reinterpret_cast<const int8_t*>(step) + L) * scale[1];
   }
-}
-
-// The scales of the block of step k of a full panel, widened to T.
-template <typename T, typename V>
-inline void widen_scales(const uint8_t* panel, int64_t k, V* scale) {
-  const auto* s = reinterpret_cast<const uint16_t*>(panel + scales_offset(k, kPanelWidth<T>));
-  scale[0] = cpu::widen_f16<V>(s);
-  scale[1] = cpu::widen_f16<V>(s + Vec<T>::lanes);
 }
 
 // out[m, 0 .. NP·kPanelWidth) for m < MR, k in [k0, k1), from NP consecutive full panels at p
@@ -133,20 +115,12 @@ inline void micro_kernel(T* out, int64_t ld_out, const T* in, int64_t K, const u
   using V = typename Vec<T>::V;
   constexpr int L = Vec<T>::lanes, NV = 2 * NP;
   constexpr int64_t P = kPanelWidth<T>;
-  static_assert(W != WeightType::int8 || kSteps % kQ8Block == 0);
   V acc[MR][NV];
   for (int m = 0; m < MR; ++m)
     for (int v = 0; v < NV; ++v)
       acc[m][v] = from_out ? load<V>(out + m * ld_out + (v / 2) * P + (v % 2) * L) : V{};
-  V scale[NV];  // int8: the scales of k's block (k0 starts a block: kSteps is whole blocks)
-  const auto load_scales = [&](int64_t k) {
-    for (int q = 0; q < NP; ++q) widen_scales<T>(p + q * panel_stride, k, scale + 2 * q);
-  };
-  if constexpr (W == WeightType::int8) load_scales(k0);
   int64_t prefetch_at = k0 + int64_t(pass) * kStepsPerLine<T, W>;
   for (int64_t k = k0; k < k1; ++k) {
-    if constexpr (W == WeightType::int8)
-      if (k % kQ8Block == 0 && k > k0) load_scales(k);
     const bool prefetch = k == prefetch_at;
     if (prefetch) prefetch_at += int64_t(passes) * kStepsPerLine<T, W>;
     V w[NV];
@@ -157,7 +131,7 @@ inline void micro_kernel(T* out, int64_t ld_out, const T* in, int64_t K, const u
         __builtin_prefetch(ahead);
         if constexpr (kStepBytes<T, W> > 64) __builtin_prefetch(ahead + 64);
       }
-      widen_step<T, W>(panel + step_offset<T, W>(k, P), scale + 2 * q, w + 2 * q);
+      widen_step<T, W>(panel + step_offset<T, W>(k, P), w + 2 * q);
     }
     for (int m = 0; m < MR; ++m) {
       const V a = in[m * K + k] - V{};  // a broadcast GCC loads straight from memory
@@ -209,7 +183,7 @@ void chunks(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const uint8
                                  std::min(K, k0 + kSteps));
 }
 
-// Many rows against one bf16 or int8 panel: each chunk of it is widened once into an fp32
+// Many rows against one bf16 panel: each chunk of it is widened once into an fp32
 // chunk in L1 that every block of rows then multiplies as an f32 panel, so the widening is
 // paid once per chunk instead of once per block of rows (prefill, scoring). The widened
 // weights are the values the other path forms in registers: the same bits.
@@ -218,16 +192,12 @@ void widened_chunks(T* out, int64_t N, const T* in, int64_t rows, int64_t K, con
                     bool accumulate) {
   using V = typename Vec<T>::V;
   constexpr int64_t P = kPanelWidth<T>, kSteps = kChunkSteps<T, WeightType::f32, 16384>;
-  static_assert(kSteps % kQ8Block == 0);
   alignas(64) T widened[kSteps * P];
   for (int64_t k0 = 0; k0 < K; k0 += kSteps) {
     const int64_t k1 = std::min(K, k0 + kSteps);
-    V scale[2] = {};  // int8 only
     for (int64_t k = k0; k < k1; ++k) {
-      if constexpr (W == WeightType::int8)
-        if (k % kQ8Block == 0) widen_scales<T>(p, k, scale);
       V w[2];
-      widen_step<T, W>(p + step_offset<T, W>(k, P), scale, w);
+      widen_step<T, W>(p + step_offset<T, W>(k, P), w);
       store(widened + (k - k0) * P, w[0]);
       store(widened + (k - k0) * P + Vec<T>::lanes, w[1]);
     }
@@ -249,6 +219,7 @@ void panels(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const uint8
     widened_chunks<T, W>(out, N, in, rows, K, p, accumulate);
 }
 
+// f32 and bf16 panels (int8's: q8_forward).
 template <typename T, WeightType W>
 void packed_forward(T* out, const T* in, const uint8_t* packed, int64_t rows, int64_t K,
                     int64_t N, bool accumulate) {
@@ -284,17 +255,7 @@ void packed_forward(T* out, const T* in, const uint8_t* packed, int64_t rows, in
 template <typename T, WeightType W>
 void pack_panel(uint8_t* panel, const T* rows, int64_t K, int64_t width, const std::string& what) {
   if constexpr (W == WeightType::int8) {
-    int8_t q[kQ8Block];
-    for (int64_t c = 0; c < width; ++c)
-      for (int64_t k0 = 0; k0 < K; k0 += kQ8Block) {
-        const int64_t n = std::min(kQ8Block, K - k0);
-        float block[kQ8Block];
-        for (int64_t i = 0; i < n; ++i) block[i] = float(rows[c * K + k0 + i]);
-        const uint16_t scale = quantize_q8_block(block, n, q, what);
-        std::memcpy(panel + scales_offset(k0, width) + 2 * c, &scale, 2);
-        for (int64_t i = 0; i < n; ++i)
-          panel[step_offset<T, W>(k0 + i, width) + c] = uint8_t(q[i]);
-      }
+    q8_pack_panel(panel, rows, K, width, what);
   } else {
     for (int64_t k = 0; k < K; ++k) {
       uint8_t* step = panel + step_offset<T, W>(k, width);
@@ -389,7 +350,10 @@ void forward(T* out, const T* in, const void* packed, WeightType type, int64_t r
   if (rows == 0 || out_dim == 0) return;
   const auto* p = static_cast<const uint8_t*>(packed);
   with_weight_type(type, [&](auto W) {
-    packed_forward<T, W.value>(out, in, p, rows, in_dim, out_dim, accumulate);
+    if constexpr (W.value == WeightType::int8)
+      q8_forward(out, in, p, rows, in_dim, out_dim, accumulate);
+    else
+      packed_forward<T, W.value>(out, in, p, rows, in_dim, out_dim, accumulate);
   });
 }
 

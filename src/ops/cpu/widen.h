@@ -1,5 +1,5 @@
 #pragma once
-// Loads of stored weights widened to a vector of T (cpu::Vec): bf16, fp16 and int8 lanes,
+// Loads of stored weights widened to a vector of T (cpu::Vec): bf16 and fp16 lanes,
 // each to the exact float or double it stands for. x86 builds use the widening instructions
 // of AVX2 / F16C (and AVX-512 at 512 bits), which GCC's generic vector conversions do not
 // reach; every other width (NEON's, or SPS_VECTOR_BYTES's test widths) converts lane by lane.
@@ -67,25 +67,6 @@ inline V widen_f16(const uint16_t* p) {
   }
 #endif
   return widen_each<V>(p, [](uint16_t h) { return f16_to_float(h); });
-}
-
-// V's lanes from int8 values at p (unaligned).
-template <typename V>
-inline V widen_i8(const int8_t* p) {
-  using T = LaneOf<V>;
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float> && sizeof(V) == 64) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return std::bit_cast<V>(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-  }
-#endif
-#if defined(__AVX2__)
-  if constexpr (std::is_same_v<T, float> && sizeof(V) == 32) {
-    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    return std::bit_cast<V>(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
-  }
-#endif
-  return widen_each<V>(p, [](int8_t q) { return q; });
 }
 
 }  // namespace sps::ops::cpu

@@ -1,0 +1,211 @@
+#pragma once
+// The int8 kernels of the packed linear (ops/weight_type.h gives the arithmetic), a part of
+// linear_packed.cpp compiled with it once per build variant. A panel `width` columns wide
+// holds, for each block of kQ8Block steps of in_dim (the last one padded with zero weights),
+// the columns' fp16 scales, then the block's weights in groups of four steps: group g, column
+// c holds the weights of steps 4g … 4g + 3 of column c, next to each other. One vector of
+// them is four steps of a vector's worth of columns, what cpu::add_dot4 multiplies by four
+// int8 activations.
+//
+// Each input row is quantized once per call, block by block, and each output is the chain
+// sum = fma(float(I_b), scale_w · scale_a, sum) over the blocks b in order, I_b the block's
+// exact integer dot product: the vector kernel and the scalar one compute the same chain, so
+// a result depends on neither the rows beside it, nor the blocking, nor the variant.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ops/cpu/cpu_common.h"
+#include "ops/cpu/int8_dot.h"
+#include "ops/cpu/linear_packed.h"
+#include "ops/cpu/widen.h"
+#include "util/float_formats.h"
+
+namespace sps::ops::SPS_KERNEL_VARIANT {
+namespace {
+
+inline int64_t q8_blocks(int64_t K) { return (K + kQ8Block - 1) / kQ8Block; }
+
+// Bytes of a panel of `width` columns over in_dim K, and the offsets in it of block b's
+// scales and of the weight at step k, column c.
+inline int64_t q8_panel_bytes(int64_t K, int64_t width) {
+  return q8_blocks(K) * width * (2 + kQ8Block);
+}
+inline int64_t q8_scales_offset(int64_t b, int64_t width) { return b * width * (2 + kQ8Block); }
+inline int64_t q8_weight_offset(int64_t k, int64_t c, int64_t width) {
+  const int64_t b = k / kQ8Block, step = k - b * kQ8Block;
+  return q8_scales_offset(b, width) + 2 * width + (step / 4) * width * 4 + c * 4 + step % 4;
+}
+
+// The weight at step k, column c, and its block's scale.
+inline int8_t q8_weight(const uint8_t* panel, int64_t k, int64_t c, int64_t width) {
+  return int8_t(panel[q8_weight_offset(k, c, width)]);
+}
+inline float q8_scale(const uint8_t* panel, int64_t b, int64_t c, int64_t width) {
+  uint16_t s;
+  std::memcpy(&s, panel + q8_scales_offset(b, width) + 2 * c, 2);
+  return f16_to_float(s);
+}
+
+// Panel columns from `rows` (row-major [width, K]), each block quantized as GGUF's Q8_0.
+template <typename T>
+void q8_pack_panel(uint8_t* panel, const T* rows, int64_t K, int64_t width,
+                   const std::string& what) {
+  int8_t q[kQ8Block];
+  float values[kQ8Block];
+  for (int64_t c = 0; c < width; ++c)
+    for (int64_t b = 0; b < q8_blocks(K); ++b) {
+      const int64_t k0 = b * kQ8Block, n = std::min(kQ8Block, K - k0);
+      std::copy(rows + c * K + k0, rows + c * K + k0 + n, values);
+      const uint16_t scale = quantize_q8_block(values, n, q, what);
+      std::memcpy(panel + q8_scales_offset(b, width) + 2 * c, &scale, 2);
+      for (int64_t i = 0; i < kQ8Block; ++i)
+        panel[q8_weight_offset(k0 + i, c, width)] = i < n ? uint8_t(q[i]) : 0;
+    }
+}
+
+// Every row of `in` [rows, K] quantized block by block (ops/weight_type.h): q [rows, blocks ·
+// kQ8Block], zero-padded, and the scales [rows, blocks]; a block holding a NaN or an infinity
+// gets the scale NaN, so that its row's outputs are NaN.
+template <typename T>
+struct QuantizedRows {
+  std::vector<int8_t> q;
+  std::vector<T> scale;
+  int64_t blocks = 0;
+  const int8_t* row(int64_t m) const { return q.data() + m * blocks * kQ8Block; }
+};
+
+template <typename T>
+void quantize_rows(const T* in, int64_t rows, int64_t K, QuantizedRows<T>& out) {
+  out.blocks = q8_blocks(K);
+  out.q.assign(size_t(rows * out.blocks * kQ8Block), 0);
+  out.scale.resize(size_t(rows * out.blocks));
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t b = 0; b < out.blocks; ++b) {
+      const T* x = in + m * K + b * kQ8Block;
+      const int64_t n = std::min(kQ8Block, K - b * kQ8Block);
+      T amax = 0;
+      bool finite = true;
+      for (int64_t i = 0; i < n; ++i) {
+        finite = finite && std::isfinite(x[i]);
+        amax = std::max(amax, std::fabs(x[i]));
+      }
+      const T d = amax / T(127);
+      int8_t* q = out.q.data() + (m * out.blocks + b) * kQ8Block;
+      if (finite && d != 0)
+        for (int64_t i = 0; i < n; ++i)
+          q[i] = int8_t(std::clamp<T>(std::round(x[i] / d), -127, 127));
+      out.scale[m * out.blocks + b] = finite ? d : std::numeric_limits<T>::quiet_NaN();
+    }
+}
+
+// out[m, c] for the `width` columns of one panel, one output at a time: the chain in scalars
+// (a narrow last panel; every panel in double).
+template <typename T>
+void q8_scalar_panel(T* out, int64_t N, const QuantizedRows<T>& a, int64_t rows,
+                     const uint8_t* panel, int64_t width, bool accumulate) {
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t c = 0; c < width; ++c) {
+      T sum = accumulate ? out[m * N + c] : T(0);
+      for (int64_t b = 0; b < a.blocks; ++b) {
+        int32_t dot = 0;
+        for (int64_t i = 0; i < kQ8Block; ++i)
+          dot += int32_t(a.row(m)[b * kQ8Block + i]) *
+                 int32_t(q8_weight(panel, b * kQ8Block + i, c, width));
+        const T scale = T(q8_scale(panel, b, c, width)) * a.scale[m * a.blocks + b];
+        sum = cpu::fused_multiply_add(T(dot), scale, sum);
+      }
+      out[m * N + c] = sum;
+    }
+}
+
+// Blocks of a panel per chunk (about 8 KB), and how far ahead the weights are prefetched.
+inline constexpr int64_t kChunkBlocks =
+    std::max<int64_t>(1, 8192 / (2 * cpu::Vec<float>::lanes * (2 + kQ8Block)));
+inline constexpr int64_t kPrefetchBlocks = kChunkBlocks;
+
+// out[m, 0 .. 2L) for MR rows from a full float panel (two vectors of L columns), blocks
+// [b0, b1); sums start from out when `from_out`, else from 0.
+template <int MR>
+inline void q8_micro_kernel(float* out, int64_t N, const QuantizedRows<float>& a, int64_t m0,
+                            const uint8_t* panel, bool from_out, int64_t b0, int64_t b1) {
+  using V = cpu::Vec<float>::V;
+  using Vi = cpu::Int32Vec;
+  constexpr int L = cpu::Vec<float>::lanes;
+  constexpr int64_t P = 2 * L;
+  V acc[MR][2];
+  for (int m = 0; m < MR; ++m)
+    for (int v = 0; v < 2; ++v)
+      acc[m][v] = from_out ? cpu::load<V>(out + (m0 + m) * N + v * L) : V{};
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* block = panel + q8_scales_offset(b, P);
+    if (m0 == 0)  // the first rows prefetch the same block of the next chunk
+      for (int64_t line = 0; line < P * (2 + kQ8Block); line += 64)
+        __builtin_prefetch(block + kPrefetchBlocks * P * (2 + kQ8Block) + line);
+    const auto* w = reinterpret_cast<const int8_t*>(block + 2 * P);
+    Vi dot[MR][2] = {};
+    for (int g = 0; g < kQ8Block / 4; ++g, w += 4 * P)
+      for (int m = 0; m < MR; ++m) {
+        const int8_t* a4 = a.row(m0 + m) + b * kQ8Block + 4 * g;
+        dot[m][0] = cpu::add_dot4(dot[m][0], w, a4);
+        dot[m][1] = cpu::add_dot4(dot[m][1], w + 4 * L, a4);
+      }
+    const auto* scales = reinterpret_cast<const uint16_t*>(block);
+    const V scale_w[2] = {cpu::widen_f16<V>(scales), cpu::widen_f16<V>(scales + L)};
+    for (int m = 0; m < MR; ++m) {
+      const float scale_a = a.scale[(m0 + m) * a.blocks + b];
+      for (int v = 0; v < 2; ++v) {
+        const V scale = scale_w[v] * scale_a;
+        acc[m][v] += __builtin_convertvector(dot[m][v], V) * scale;
+      }
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int v = 0; v < 2; ++v) cpu::store(out + (m0 + m) * N + v * L, acc[m][v]);
+}
+
+// All rows against one full float panel: blocks of up to 4 rows take turns over chunks of
+// about 8 KB of the panel, which stay in L1 between them (sums stored and reloaded between
+// chunks, exactly).
+inline void q8_panel(float* out, int64_t N, const QuantizedRows<float>& a, int64_t rows,
+                     const uint8_t* panel, bool accumulate) {
+  for (int64_t b0 = 0; b0 < a.blocks; b0 += kChunkBlocks) {
+    const int64_t b1 = std::min(a.blocks, b0 + kChunkBlocks);
+    const bool from_out = accumulate || b0 > 0;
+    for (int64_t m = 0; m < rows;) {
+      switch (std::min<int64_t>(rows - m, 4)) {
+        case 1: q8_micro_kernel<1>(out, N, a, m, panel, from_out, b0, b1); m += 1; break;
+        case 2: q8_micro_kernel<2>(out, N, a, m, panel, from_out, b0, b1); m += 2; break;
+        case 3: q8_micro_kernel<3>(out, N, a, m, panel, from_out, b0, b1); m += 3; break;
+        default: q8_micro_kernel<4>(out, N, a, m, panel, from_out, b0, b1); m += 4; break;
+      }
+    }
+  }
+}
+
+// The int8 forward: rows quantized once (a buffer per thread, kept), then the panels split
+// between the threads.
+template <typename T>
+void q8_forward(T* out, const T* in, const uint8_t* packed, int64_t rows, int64_t K, int64_t N,
+                bool accumulate) {
+  constexpr int64_t P = 2 * cpu::Vec<T>::lanes;
+  thread_local QuantizedRows<T> buffer;
+  quantize_rows(in, rows, K, buffer);
+  const QuantizedRows<T>& a = buffer;  // the calling thread's, named so inside the region
+  const int64_t full = N / P, stride = q8_panel_bytes(K, P);
+  const bool parallel = rows * N * K >= 16 * cpu::kParallelThreshold;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t j = 0; j < full; ++j) {
+    if constexpr (std::is_same_v<T, float>)
+      q8_panel(out + j * P, N, a, rows, packed + j * stride, accumulate);
+    else
+      q8_scalar_panel(out + j * P, N, a, rows, packed + j * stride, P, accumulate);
+  }
+  q8_scalar_panel(out + full * P, N, a, rows, packed + full * stride, N - full * P, accumulate);
+}
+
+}  // namespace
+}  // namespace sps::ops::SPS_KERNEL_VARIANT
