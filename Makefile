@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 TOKENS ?= 524288
 
-.PHONY: deps corpora build python debug asan wide test test-release test-asan test-wide bench fuzz demo clean
+.PHONY: deps corpora build python debug asan test test-release test-asan bench fuzz demo clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -32,26 +32,18 @@ asan: deps
 test-release: build corpora
 	@cd build/release && ctest --output-on-failure -j $(JOBS)
 
-# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer. Whole-program
-# checks (tests/*/test_cli.cpp and tests named *Cli*, which run the binary in child
+# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer, with the kernels
+# of an AVX-512 build (64-byte vectors; GCC splits each op in two where the machine has only
+# AVX2), so that each width runs the unit tests: the release build's and 64 bytes. Whole-
+# program checks (tests/*/test_cli.cpp and tests named *Cli*, which run the binary in child
 # processes, and *Slow*, e.g. multi-process MPI runs) are integration tests: they run in the
 # release suite only, and the asan preset builds neither them nor the binary. It compiles the
 # areas at -O1 and the test code at -O0, with line tables only, each target as unity
 # translation units: a third of the build time of -O2 -g file by file.
 test-asan: asan
-	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -E "Slow|Cli[A-Z.]"
+	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 OMP_WAIT_POLICY=passive ctest --output-on-failure -j $(JOBS) -E "Slow|Cli[A-Z.]"
 
-# The kernels of an AVX-512 build (64-byte vectors; GCC splits each op in two where the
-# machine has only AVX2), under the unit tests of the areas that run them.
-WIDE_TESTS = test_ops test_model test_infer test_train test_eval
-wide: deps
-	@cmake --preset wide >/dev/null
-	@cmake --build --preset wide -j $(JOBS) --target $(WIDE_TESTS)
-
-test-wide: wide
-	@for t in $(WIDE_TESTS); do OMP_WAIT_POLICY=passive ./build/wide/$$t --gtest_brief=1 || exit 1; done
-
-test: test-release test-asan test-wide
+test: test-release test-asan
 
 # The Python module in place (python/sps/_sps*.so): PYTHONPATH=python imports it
 # (docs/python.md; `pip install --no-build-isolation .` installs it).
