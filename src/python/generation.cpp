@@ -69,6 +69,8 @@ class GenerationStream {
     if (a.truncate != "none" && a.truncate != "left")
       fail("truncate: expected \"none\" or \"left\", got \"{}\"", a.truncate);
     if (a.logprobs < -1) fail("logprobs: expected None or a count >= 0, got {}", a.logprobs);
+    if (a.prefill_rows < 0 || a.prefill_rows > 4096)  // `sps generate --prefill-rows`'s range
+      fail("prefill_rows: expected 0 (as many as fit) to 4096, got {}", a.prefill_rows);
     if (py::isinstance<py::str>(prompts) || py::isinstance<py::bytes>(prompts))
       fail("prompts: expected a list of prompts (str or token ids), got one string");
     if (prompts.size() == 0) fail("prompts: an empty batch (no prompts)");

@@ -63,6 +63,8 @@ def test_generation_refuses(model):
     check(sps.InputError, ["truncate", "sideways"], lambda: model.generate([[1]], 4, truncate="sideways"))
     check(sps.InputError, ["top-p"], lambda: model.generate([[1]], 4, temperature=1, top_p=0))
     check(sps.InputError, ["max-new-tokens", "-1"], lambda: model.generate([[1]], -1))
+    check(sps.InputError, ["prefill_rows", "-2"], lambda: model.generate([[1]], 2, prefill_rows=-2))
+    check(sps.InputError, ["prefill_rows", "5000"], lambda: model.stream([[1]], 2, prefill_rows=5000))
     check(sps.InputError, ["prompt 0", "longer than the model's context"],
           lambda: model.generate([list(range(20))], 2))
     # Text needs a tokenizer, and this model's config names none.
