@@ -83,8 +83,9 @@ TEST_P(ModelInvariants, LoadingForInferenceEqualsPackingInMemory) {
     loaded.forward(x.data(), x.data(), 2, c.block_size, {nullptr, got.data()});
     EXPECT_EQ(got, expected) << ops::weight_type_name(type);
     EXPECT_EQ(loaded.weight_type(), type);
-    if (type != ops::WeightType::int8)  // int8 pads in_dim to blocks of 32: more than bf16 here
+    if (type != ops::WeightType::int8) {  // int8 pads in_dim to blocks of 32: more than bf16 here
       EXPECT_LT(loaded.weight_bytes(), previous_bytes) << ops::weight_type_name(type);
+    }
     previous_bytes = loaded.weight_bytes();
   }
   std::filesystem::remove(path);

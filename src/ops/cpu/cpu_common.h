@@ -7,7 +7,12 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
+
+#if defined(__FMA__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace sps::ops::cpu {
 
@@ -61,6 +66,26 @@ inline T fused_multiply_add(T a, T b, T c) {
 #else
   return a * b + c;
 #endif
+}
+
+// The same, lane by lane, for a GCC vector of floats: always fused (GCC contracts `a * b + c`
+// only when it optimises at -O2 and above), so a vector kernel and a scalar one that both
+// call these give the same bits in every build.
+template <typename V>
+inline V fused_multiply_add_lanes(V a, V b, V c) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(V) == 64 && std::is_same_v<std::remove_cvref_t<decltype(a[0])>, float>)
+    return std::bit_cast<V>(_mm512_fmadd_ps(std::bit_cast<__m512>(a), std::bit_cast<__m512>(b),
+                                            std::bit_cast<__m512>(c)));
+#endif
+#if defined(__FMA__)
+  if constexpr (sizeof(V) == 32 && std::is_same_v<std::remove_cvref_t<decltype(a[0])>, float>)
+    return std::bit_cast<V>(_mm256_fmadd_ps(std::bit_cast<__m256>(a), std::bit_cast<__m256>(b),
+                                            std::bit_cast<__m256>(c)));
+#endif
+  V out = c;
+  for (size_t i = 0; i < sizeof(V) / sizeof(a[0]); ++i) out[i] = fused_multiply_add(a[i], b[i], c[i]);
+  return out;
 }
 
 // An array of n elements owned by the calling thread, grown on demand and kept, so a planned

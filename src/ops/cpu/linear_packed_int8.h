@@ -159,7 +159,8 @@ inline void q8_micro_kernel(float* out, int64_t N, const QuantizedRows<float>& a
       const float scale_a = a.scale[(m0 + m) * a.blocks + b];
       for (int v = 0; v < 2; ++v) {
         const V scale = scale_w[v] * scale_a;
-        acc[m][v] += __builtin_convertvector(dot[m][v], V) * scale;
+        acc[m][v] =
+            cpu::fused_multiply_add_lanes(__builtin_convertvector(dot[m][v], V), scale, acc[m][v]);
       }
     }
   }
