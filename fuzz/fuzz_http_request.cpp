@@ -93,6 +93,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const State s = sps::serve::frame_request(rest.substr(0, cut), limits).state;
       if (s != State::need_head && s != State::need_body) __builtin_trap();
     }
+    // Framing resumed as the bytes arrive ends where a fresh start does.
+    RequestFrame resumed;
+    for (size_t n = 1; n <= f.frame_bytes; n += 1 + n / 8)
+      resumed = sps::serve::frame_request(rest.substr(0, n), limits, resumed);
+    resumed = sps::serve::frame_request(rest.substr(0, f.frame_bytes), limits, resumed);
+    if (resumed.state != State::complete || resumed.frame_bytes != f.frame_bytes) __builtin_trap();
     Stream stream(rest.substr(0, f.frame_bytes));
     bool closed = false;
     server.process_request(stream, false, closed, nullptr);

@@ -9,6 +9,21 @@
 namespace sps {
 
 template <typename T>
+__int128 Decoder<T>::memory_bytes(const Model<T>& model, const DecoderShape& shape) {
+  const ModelConfig& c = model.config();
+  const Family& family = model.family();
+  const __int128 longest = shape.max_prompt_tokens + shape.max_new_tokens;
+  const __int128 ring =
+      family.interleaved && c.window_size > 0 ? std::min<__int128>(c.window_size, longest) : 0;
+  const __int128 B = shape.batch, tokens = B * shape.max_chunk_tokens;
+  const __int128 rows = tokens * family.streams(), d = c.hidden_size;
+  const __int128 cache = __int128(c.n_layer) * B * (longest + ring) * c.hidden_size * 2;
+  const __int128 rope = longest * c.head_dim();  // cos and sin, D/2 each per position
+  const __int128 step = rows * (6 * d + 3 * c.intermediate_size + 3) + tokens * (d + 1 + c.vocab_size);
+  return (cache + 2 * rope + step) * sizeof(T);  // the RoPE tables' host copies too
+}
+
+template <typename T>
 Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
     : model_(model), backend_(model.backend()), shape_(shape), cache_(model.backend()) {
   const ModelConfig& c = model.config();
@@ -38,18 +53,11 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
   cache_shape.persistent_capacity = longest;
   cache_shape.ring_capacity =
       family.interleaved && c.window_size > 0 ? std::min(c.window_size, longest) : 0;
-  {
-    // Everything allocated below, checked at once, so a shape that cannot fit is one line
-    // (needed vs available) instead of a failed allocation: the cache, the RoPE tables (and
-    // their host copies), the step's buffers.
-    const __int128 B = shape.batch, rows = B * shape.max_chunk_tokens * Q_;
-    const __int128 cache = __int128(L_) * B * (longest + cache_shape.ring_capacity) * H_ * D_ * 2;
-    const __int128 rope = __int128(longest) * D_;  // cos and sin, D/2 each per position
-    const __int128 step = rows * (6 * d_ + 3 * F_ + 3) + B * shape.max_chunk_tokens * (d_ + 1 + V_);
-    backend_.require((cache + 2 * rope + step) * sizeof(T),
-                     fmt::format("the KV cache and decode buffers of {} rows × {} positions",
-                                 shape.batch, longest));
-  }
+  // Everything allocated below, checked at once, so a shape that cannot fit is one line
+  // (needed vs available) instead of a failed allocation.
+  backend_.require(memory_bytes(model, shape),
+                   fmt::format("the KV cache and decode buffers of {} rows × {} positions",
+                               shape.batch, longest));
   cache_.allocate(cache_shape);
 
   rope_positions_ = longest;

@@ -55,6 +55,10 @@ class Decoder {
  public:
   Decoder(Model<T>& model, const DecoderShape& shape);
 
+  // Bytes a decoder of this shape allocates on the model's backend: its KV cache, RoPE tables
+  // and step buffers (the constructor refuses a shape whose bytes are not available).
+  static __int128 memory_bytes(const Model<T>& model, const DecoderShape& shape);
+
   // prompts: [B, P] token ids, each row left-padded with PAD and holding at least one real
   // token; P <= max_prompt_tokens and P <= block_size. Fills the caches and the logits of each
   // row's last token; resets the step count. `between_layers`, when set, runs after each

@@ -304,6 +304,14 @@ int64_t planned_activation_bytes(const ModelConfig& c, int64_t batch, int64_t to
 }
 
 template <typename T>
+__int128 Model<T>::inference_activation_bytes(int64_t batch, int64_t tokens) const {
+  return __int128(plan_activations(config_, batch, tokens, ActivationPlanKind::inference,
+                                   lm_head_chunk_rows(backend_.device()))
+                      .total) *
+         sizeof(T);
+}
+
+template <typename T>
 void Model<T>::reserve(int64_t B, int64_t T_, bool training) {
   // A training plan serves forwards too; an inference plan serves only forwards.
   const bool kind_fits = !training || planned_kind_ != ActivationPlanKind::inference;

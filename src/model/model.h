@@ -145,6 +145,9 @@ class Model {
   // plan large enough is already in place. Called by forward and forward_backward when
   // needed; call it up front to keep allocation out of the step loop.
   void reserve(int64_t batch, int64_t tokens, bool training = true);
+  // Bytes an inference plan for `batch` × `tokens` takes (what reserve(batch, tokens, false)
+  // allocates on a model without a plan).
+  __int128 inference_activation_bytes(int64_t batch, int64_t tokens) const;
   int64_t activation_bytes() const { return int64_t(acts_.size() * sizeof(T)); }
   // Per-block activation recomputation: keep only each block's input from the forward and
   // recompute the block's other activations just before its backward (one extra forward of

@@ -23,6 +23,7 @@
 
 #include "serve/request.h"
 #include "serve/responses.h"
+#include "util/error.h"
 
 namespace sps::serve {
 
@@ -148,6 +149,14 @@ class GuardedServer final : public httplib::Server {
     });
   }
   ~GuardedServer() override { wait_for_connections(); }
+
+  // cpp-httplib listens with the backlog its build was given (5 in Debian's), past which
+  // the kernel drops a burst's connects until their SYN is sent again, about a second later.
+  // Listening again on the bound socket sets the backlog to the kernel's cap instead.
+  void widen_listen_backlog() {
+    const socket_t sock = svr_sock_;
+    if (sock != INVALID_SOCKET) ::listen(sock, SOMAXCONN);
+  }
 
   void wait_for_connections() {
     std::unique_lock lock(mutex_);
@@ -279,8 +288,9 @@ class GuardedServer final : public httplib::Server {
       return false;  // idle, closed or stopping: nothing to answer
     const auto head_deadline = Clock::now() + limits_.request_timeout;
     std::optional<Clock::time_point> body_deadline;
+    frame = RequestFrame{};
     while (true) {
-      frame = frame_request(buffer, limits_.framing);
+      frame = frame_request(buffer, limits_.framing, frame);  // resumes where it stopped
       if (frame.state == RequestFrame::State::complete) break;
       if (frame.state == RequestFrame::State::bad) {
         answer(fd, frame.status, frame.message);
@@ -347,6 +357,12 @@ class GuardedServer final : public httplib::Server {
 std::unique_ptr<httplib::Server> make_http_server(const ConnectionLimits& limits,
                                                   Metrics& metrics) {
   return std::make_unique<GuardedServer>(limits, metrics);
+}
+
+void widen_listen_backlog(httplib::Server& server) {
+  auto* guarded = dynamic_cast<GuardedServer*>(&server);
+  SPS_ASSERT(guarded != nullptr);
+  guarded->widen_listen_backlog();
 }
 
 }  // namespace sps::serve

@@ -48,4 +48,9 @@ struct ConnectionLimits {
 // connection's thread to end.
 std::unique_ptr<httplib::Server> make_http_server(const ConnectionLimits& limits, Metrics& metrics);
 
+// Once a server made by make_http_server is bound: the kernel may hold as many connections
+// waiting to be accepted as it allows (SOMAXCONN), not cpp-httplib's few, so a burst of
+// connects is not delayed by a SYN retransmit.
+void widen_listen_backlog(httplib::Server& server);
+
 }  // namespace sps::serve

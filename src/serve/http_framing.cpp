@@ -58,13 +58,16 @@ RequestFrame body_too_large(RequestFrame f, uint64_t bytes, const FramingLimits&
                             what, bytes, limits.max_body_bytes));
 }
 
-// The chunks from bytes[at]: each a hexadecimal size line (extensions allowed), the data and
-// CRLF, then the last chunk (size 0) and an empty trailer section.
-RequestFrame frame_chunks(std::string_view bytes, size_t at, RequestFrame f,
-                          const FramingLimits& limits) {
-  uint64_t data = 0;
+// The chunks from bytes[f.next_chunk_at], f.chunk_data bytes of data before them: each a
+// hexadecimal size line (extensions allowed), the data and CRLF, then the last chunk (size 0)
+// and an empty trailer section.
+RequestFrame frame_chunks(std::string_view bytes, RequestFrame f, const FramingLimits& limits) {
+  size_t at = f.next_chunk_at;
+  uint64_t data = f.chunk_data;
   f.state = RequestFrame::State::need_body;
   while (true) {
+    f.next_chunk_at = at;  // a return that needs more resumes at this chunk's size line
+    f.chunk_data = data;
     const size_t newline = bytes.find('\n', at);
     if (newline == std::string_view::npos) {
       if (bytes.size() - at > kMaxChunkLineBytes)
@@ -112,16 +115,33 @@ RequestFrame frame_chunks(std::string_view bytes, size_t at, RequestFrame f,
   }
 }
 
+// A body of Content-Length bytes that ends at f.body_end.
+RequestFrame frame_body(std::string_view bytes, RequestFrame f) {
+  if (bytes.size() < f.body_end) {
+    f.state = RequestFrame::State::need_body;
+    return f;
+  }
+  f.state = RequestFrame::State::complete;
+  f.frame_bytes = f.body_end;
+  return f;
+}
+
 }  // namespace
 
-RequestFrame frame_request(std::string_view bytes, const FramingLimits& limits) {
+RequestFrame frame_request(std::string_view bytes, const FramingLimits& limits,
+                           const RequestFrame& resume) {
+  if (resume.state == RequestFrame::State::need_body)
+    return resume.chunked ? frame_chunks(bytes, resume, limits) : frame_body(bytes, resume);
   RequestFrame f;
-  const size_t blank = bytes.find("\n\r\n");  // the LF ending the last header line
+  if (resume.state == RequestFrame::State::need_head)  // "\n\r\n" may straddle the old end
+    f.head_searched = resume.head_searched < 2 ? 0 : resume.head_searched - 2;
+  const size_t blank = bytes.find("\n\r\n", f.head_searched);  // the LF ending the last header
   if (blank == std::string_view::npos || blank + 3 > limits.max_head_bytes) {
     if (bytes.size() >= limits.max_head_bytes)
       return refuse(
           std::move(f), 431,
           fmt::format("the request line and headers are over {} bytes", limits.max_head_bytes));
+    f.head_searched = bytes.size();
     return f;
   }
   f.head_bytes = blank + 3;
@@ -162,16 +182,15 @@ RequestFrame frame_request(std::string_view bytes, const FramingLimits& limits) 
   if (transfer_encoding && length)
     return refuse(std::move(f), 400,
                   "both Content-Length and Transfer-Encoding; a request may have only one");
-  if (chunked) return frame_chunks(bytes, f.head_bytes, std::move(f), limits);
+  if (chunked) {
+    f.chunked = true;
+    f.next_chunk_at = f.head_bytes;
+    return frame_chunks(bytes, std::move(f), limits);
+  }
   const uint64_t body = length.value_or(0);  // no length and no chunks: no body
   if (body > limits.max_body_bytes) return body_too_large(std::move(f), body, limits, "");
-  if (bytes.size() - f.head_bytes < body) {
-    f.state = RequestFrame::State::need_body;
-    return f;
-  }
-  f.state = RequestFrame::State::complete;
-  f.frame_bytes = f.head_bytes + size_t(body);
-  return f;
+  f.body_end = f.head_bytes + size_t(body);
+  return frame_body(bytes, std::move(f));
 }
 
 }  // namespace sps::serve

@@ -36,10 +36,23 @@ struct RequestFrame {
   size_t expect_begin = 0, expect_end = 0;
   int status = 0;
   std::string message;
+
+  // Where framing stopped while it needs more, so that a call with more of the same bytes
+  // resumes there instead of reading them all again (a body of many tiny chunks would cost
+  // time quadratic in their number): the head's bytes already searched for its end; the
+  // body's end (Content-Length); a chunked body's next size line and its data so far.
+  size_t head_searched = 0;
+  size_t body_end = 0;
+  bool chunked = false;
+  size_t next_chunk_at = 0;
+  uint64_t chunk_data = 0;
 };
 
 // Frames the request that starts at bytes[0]. Call again with more bytes while it needs
-// them; the answer depends only on the bytes and the limits.
-RequestFrame frame_request(std::string_view bytes, const FramingLimits& limits);
+// them, passing the last answer as `resume` (the bytes it saw must be the start of the new
+// ones); the answer is the same as from a fresh start, and depends only on the bytes and the
+// limits.
+RequestFrame frame_request(std::string_view bytes, const FramingLimits& limits,
+                           const RequestFrame& resume = {});
 
 }  // namespace sps::serve

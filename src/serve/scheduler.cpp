@@ -78,17 +78,26 @@ Scheduler::Scheduler(Model<float>& model, const BpeTokenizer& tokenizer, Schedul
   main.batch = options_.rows;
   main.max_prompt_tokens = max_prompt_;
   main.max_new_tokens = options_.context - max_prompt_;
-  decoder_ = std::make_unique<Decoder<float>>(model_, main);
   DecoderShape prefill;
   prefill.batch = 1;
   prefill.max_prompt_tokens = max_prompt_;
-  prefill_decoder_ = std::make_unique<Decoder<float>>(model_, prefill);
   // Echo requests score their prompt token by token in extends that end at an EOS.
   DecoderShape scoring;
   scoring.batch = 1;
   scoring.max_prompt_tokens = 1;
   scoring.max_new_tokens = max_prompt_;
   scoring.max_chunk_tokens = kScoreChunk;
+  // All of it checked at once (each part alone may fit where the whole does not), then
+  // allocated.
+  model_.backend().require(
+      Decoder<float>::memory_bytes(model_, main) + Decoder<float>::memory_bytes(model_, prefill) +
+          Decoder<float>::memory_bytes(model_, scoring) +
+          model_.inference_activation_bytes(1, max_prompt_),
+      fmt::format("the KV caches, decode buffers and prefill activations of {} rows × {} "
+                  "positions",
+                  options_.rows, options_.context));
+  decoder_ = std::make_unique<Decoder<float>>(model_, main);
+  prefill_decoder_ = std::make_unique<Decoder<float>>(model_, prefill);
   score_decoder_ = std::make_unique<Decoder<float>>(model_, scoring);
   model_.reserve(1, max_prompt_, /*training=*/false);  // the longest prompt's prefill
   step_tokens_.assign(options_.rows, 0);

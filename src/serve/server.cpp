@@ -81,6 +81,7 @@ int Server::bind() {
     fail("cannot listen on {}:{} ({}; is {} an address of this machine?)", options_.host, port,
          errno ? std::strerror(errno) : "the address does not resolve", options_.host);
   }
+  widen_listen_backlog(*http_);
   return port;
 }
 

@@ -176,8 +176,8 @@ TEST(ServeCli, BadFlagsAreOneLineAndStatusTwo) {
       << err;
   // Rows × context that cannot fit: one line, needed vs available, before anything is allocated.
   EXPECT_EQ(run(ckpt.args() + " --ctx 1048576 --parallel 1024"), 2);
-  EXPECT_EQ(err.rfind("sps: --parallel 1024 with --ctx 1048576: the KV cache and decode buffers of "
-                      "1024 rows × 1048576 positions: needs ",
+  EXPECT_EQ(err.rfind("sps: --parallel 1024 with --ctx 1048576: the KV caches, decode buffers and "
+                      "prefill activations of 1024 rows × 1048576 positions: needs ",
                       0),
             0u)
       << err;

@@ -1,12 +1,21 @@
 // The server's connections against hostile or careless clients (serve/connections.h): slow
 // clients are closed at their deadline while /health and completions answer, connections
 // are capped per address and in total, pipelined requests are answered in order, sizes are
-// refused from the head, Expect: 100-continue gets one interim answer, and a second server
-// cannot take a port in use.
+// refused from the head, Expect: 100-continue gets one interim answer, a burst of connects
+// waits for no retransmit, and a second server cannot take a port in use.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "serve/server.h"
 #include "serve_fixtures.h"
@@ -249,6 +258,42 @@ TEST(Connections, ExpectContinueGetsOneInterimAnswer) {
   ASSERT_EQ(answers.size(), 2u);
   EXPECT_EQ(json::parse(body_of(answers[0]))["count"], 3);
   EXPECT_EQ(status_of(answers[1]), 200);
+}
+
+// A burst of connects to a server that is bound but not yet accepting: the kernel completes
+// all 64 at once. cpp-httplib's own backlog (5) completed 6 and left the rest waiting for a
+// SYN retransmit, about a second.
+TEST(Connections, ABurstOfConnectsIsHeldUntilAccepted) {
+  ServeModel m("standard");
+  serve::ServerOptions o = small_server(2);
+  o.host = "127.0.0.1";
+  serve::Server server(*m.model, byte_level_tokenizer(), o);
+  const int port = server.bind();
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  std::vector<pollfd> burst(64);
+  for (pollfd& p : burst) {
+    p.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    p.events = POLLOUT;
+    ASSERT_GE(p.fd, 0);
+    const int r = ::connect(p.fd, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+    ASSERT_TRUE(r == 0 || errno == EINPROGRESS) << std::strerror(errno);
+  }
+  int connected = 0;
+  const auto deadline = Clock::now() + milliseconds(500);
+  for (pollfd& p : burst) {
+    const int left = int(std::max<int64_t>(
+        0, std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count()));
+    int error = 0;
+    socklen_t size = sizeof(error);
+    if (::poll(&p, 1, left) == 1 && getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0 &&
+        error == 0)
+      ++connected;
+    ::close(p.fd);
+  }
+  EXPECT_EQ(connected, 64);
 }
 
 // cpp-httplib binds with SO_REUSEPORT, with which a second server on the same port starts and

@@ -1,10 +1,12 @@
 // Where a request ends in a connection's bytes (serve/http_framing.h): every prefix of a
-// request needs more and the whole is complete at exactly its length, pipelined requests
+// request needs more and the whole is complete at exactly its length, framing resumed as
+// bytes arrive answers as a fresh start does (in time linear in the bytes), pipelined requests
 // frame one by one, and sizes and shapes the server refuses are refused from the head alone.
 #include "serve/http_framing.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 namespace sps::serve {
@@ -47,6 +49,51 @@ TEST(HttpFraming, RequestsEndExactlyWhereTheyEnd) {
   // Header names and the chunked coding in any case; the same length twice is one length.
   expect_frames_exactly("POST / HTTP/1.1\r\nTRANSFER-ENCODING: Chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n");
   expect_frames_exactly("POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length:  2 \r\n\r\nab");
+}
+
+// Framing resumed byte by byte (each call given the last answer, as the server reads) gives
+// at every length the answer of a fresh start: requests whole, cut, and refused.
+TEST(HttpFraming, ResumingGivesTheAnswersOfAFreshStart) {
+  FramingLimits small;
+  small.max_head_bytes = 60;
+  small.max_body_bytes = 20;
+  const std::string bad_chunk = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n";
+  for (const FramingLimits& limits : {FramingLimits{}, small})
+    for (const std::string& request :
+         {kGet, kPost, kChunked, kChunked + kGet, bad_chunk,
+          std::string("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") +
+              "5\r\nhello\r\n5\r\nworld\r\n5\r\nagain\r\n5\r\nlarge\r\n0\r\n\r\n"}) {
+      RequestFrame resumed;
+      for (size_t n = 0; n <= request.size(); ++n) {
+        const std::string bytes = request.substr(0, n);
+        resumed = frame_request(bytes, limits, resumed);
+        const RequestFrame fresh = frame_request(bytes, limits);
+        ASSERT_EQ(resumed.state, fresh.state) << n << " bytes of " << request;
+        EXPECT_EQ(resumed.status, fresh.status);
+        EXPECT_EQ(resumed.message, fresh.message);
+        EXPECT_EQ(resumed.head_bytes, fresh.head_bytes);
+        EXPECT_EQ(resumed.frame_bytes, fresh.frame_bytes);
+        if (resumed.state == State::complete || resumed.state == State::bad) break;
+      }
+    }
+}
+
+// A body of 100,000 one-byte chunks read a few bytes at a time: resumed framing reads each
+// byte about once (a fresh start at every read took minutes: quadratic in the chunks).
+TEST(HttpFraming, ManyTinyChunksFrameInLinearTime) {
+  std::string request = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 100000; ++i) request += "1\r\nx\r\n";
+  request += "0\r\n\r\n";
+  FramingLimits limits;
+  limits.max_body_bytes = 1 << 20;
+  RequestFrame f;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t n = 0; n <= request.size() && f.state != State::complete; n += 7)
+    f = frame_request(std::string_view(request).substr(0, n), limits, f);
+  f = frame_request(request, limits, f);
+  EXPECT_EQ(f.state, State::complete);
+  EXPECT_EQ(f.frame_bytes, request.size());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
 }
 
 TEST(HttpFraming, PipelinedRequestsFrameOneByOne) {
