@@ -54,6 +54,7 @@ std::vector<int32_t> ids_of(PyModel& model, const py::handle& text_or_ids,
   if (py::isinstance<py::str>(text_or_ids) || py::isinstance<py::bytes>(text_or_ids)) {
     const std::string text = text_or_ids.cast<std::string>();
     const std::shared_ptr<BpeTokenizer> tokenizer = model.tokenizer();
+    py::gil_scoped_release released;  // encode is thread-safe (tokenizer/bpe.h)
     const std::vector<uint32_t> ids = tokenizer->encode(text);
     return std::vector<int32_t>(ids.begin(), ids.end());
   }
