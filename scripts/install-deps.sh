@@ -9,7 +9,7 @@ packages=(
   libcli11-dev libfmt-dev libzstd-dev zlib1g-dev libssl-dev libzip-dev libcpp-httplib-dev
   libxxhash-dev
   libopenmpi-dev openmpi-bin
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
   libboost-dev
   clang libclang-rt-14-dev
   gnuplot-nox jq
