@@ -35,7 +35,7 @@ void require_build_cpu_features() {
 #ifdef __FMA__
       SPS_FEATURE("fma"),
 #endif
-#ifdef __F16C__
+#if defined(__F16C__) && !defined(__clang__)  // clang 14 cannot ask (every AVX2 CPU has it)
       SPS_FEATURE("f16c"),
 #endif
 #ifdef __BMI2__

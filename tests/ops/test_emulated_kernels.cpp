@@ -28,6 +28,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gradcheck.h"
@@ -174,9 +175,10 @@ TEST(AttentionTiledKernels, TheGpuBuildMatchesTheReference) {
 // The bf16 kernels against the dense double reference on the same inputs rounded to bf16: the
 // only other roundings are P's and dS's to bf16 before their products and the order of the
 // sums, so the outputs and gradients agree to well under bf16's step, the log-sum-exps to
-// fp32's; and both are visibly not the fp32 kernels'.
+// fp32's; and (in the first case) both are visibly not the fp32 kernels'.
 TEST(AttentionTiledKernels, Bf16PathMatchesTheReferenceOnRoundedInputs) {
   std::mt19937_64 rng(13);
+  bool first = true;
   for (const Case& c : std::vector<Case>{
            {2, 0, 64, -1, 150, 64, 1}, {2, 1, 7, 20, 70, 40, 2}, {1, 0, 0, -1, 129, 64, 0}}) {
     SCOPED_TRACE(name(c));
@@ -187,9 +189,11 @@ TEST(AttentionTiledKernels, Bf16PathMatchesTheReferenceOnRoundedInputs) {
     EXPECT_LT(max_relative_error(bf16.out, x.out), 3e-3);
     EXPECT_LT(max_relative_error(bf16.lse, x.lse), 2e-6);
     EXPECT_LT(max_relative_error(bf16.dqkv, x.dqkv), 5e-3);
-    const Outputs fp32 = run_tiled<64, 64>(qkv, dout, x.layout);
-    EXPECT_GT(max_relative_error(bf16.out, fp32.out), 1e-4);
-    EXPECT_GT(max_relative_error(bf16.dqkv, fp32.dqkv), 1e-4);
+    if (std::exchange(first, false)) {  // the fp32 kernels are checked on their own elsewhere
+      const Outputs fp32 = run_tiled<64, 64>(qkv, dout, x.layout);
+      EXPECT_GT(max_relative_error(bf16.out, fp32.out), 1e-4);
+      EXPECT_GT(max_relative_error(bf16.dqkv, fp32.dqkv), 1e-4);
+    }
   }
 }
 

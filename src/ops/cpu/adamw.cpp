@@ -14,20 +14,20 @@ void update_range(T* weights, const T* grads, float* m, float* v, int64_t n, con
                   double weight_decay) {
   // The arithmetic runs in T. PyTorch's form:
   // w ← w·(1 − lr·λ); w ← w − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + ε).
-  const auto [decay, step_size, inv_sqrt_bias2, b1, b2, one_minus_b1, one_minus_b2, eps, scale] =
-      AdamWFactors<T>::of(s, weight_decay);
+  // A struct, not a structured binding: clang cannot capture bindings in OpenMP regions.
+  const AdamWFactors<T> f = AdamWFactors<T>::of(s, weight_decay);
 #pragma omp parallel for schedule(static) if (n >= cpu::kParallelThreshold)
   for (int64_t begin = 0; begin < n; begin += 4096) {
     const int64_t end = std::min(n, begin + 4096);
 #pragma omp simd simdlen(cpu::kSimdLanes<T>)
     for (int64_t i = begin; i < end; ++i) {
-      const T g = grads[i] * scale;
-      const T mi = b1 * T(m[i]) + one_minus_b1 * g;
-      const T vi = b2 * T(v[i]) + one_minus_b2 * g * g;
+      const T g = grads[i] * f.scale;
+      const T mi = f.b1 * T(m[i]) + f.one_minus_b1 * g;
+      const T vi = f.b2 * T(v[i]) + f.one_minus_b2 * g * g;
       m[i] = float(mi);
       v[i] = float(vi);
-      const T denom = std::sqrt(vi) * inv_sqrt_bias2 + eps;
-      weights[i] = weights[i] * decay - step_size * mi / denom;
+      const T denom = std::sqrt(vi) * f.inv_sqrt_bias2 + f.eps;
+      weights[i] = weights[i] * f.decay - f.step_size * mi / denom;
     }
   }
 }
