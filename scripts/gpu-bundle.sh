@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu-check.sh runs, for a GPU machine that has a driver but not this
-# project's libraries: a portable (-DSPS_CPU=portable) CUDA build of sps and test_cuda, every
-# shared library they load except the C library's own, and the golden cases of ../shared
-# when they are there, in one .tar.gz (gzip: every machine can unpack it).
+# project's libraries: a portable (-DSPS_CPU=portable) CUDA build of sps and test_cuda and
+# every shared library they load except the C library's own, in one .tar.gz (gzip: every
+# machine can unpack it). The golden cases are not in it: they travel with the tree
+# (tests/golden), where gpu-check.sh reads them.
 #
 #   scripts/gpu-bundle.sh [OUT.tar.gz]     (default build/gpu-bundle.tar.gz)
 #

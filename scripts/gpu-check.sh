@@ -18,9 +18,9 @@
 # --budget  seconds from the start within which everything must end (default 580 with a
 #           bundle, none without): a stage starts only with its minimum before that end, and
 #           its limit is cut to what is left.
-# --dry-run every stage on the CPU with small shapes: checks the plan (command lines, report,
-#           logs.tgz) on a machine without a GPU. nvidia-smi, cuobjdump and compute-sanitizer
-#           are taken from PATH as on a GPU machine (a test puts fakes there).
+# --dry-run every stage on the CPU with small shapes, fp32 and bf16: checks the plan (command
+#           lines, report, logs.tgz) on a machine without a GPU. nvidia-smi, cuobjdump and
+#           compute-sanitizer are taken from PATH as on a GPU machine (a test puts fakes there).
 #
 # Stages, cheap and decisive first: gpu, build, version, kernels, golden, model, train, eval,
 # processes, device-errors, sass, bench-attention, bench-step, bench-generate (the first pass:
@@ -29,6 +29,7 @@
 # otherwise, 2 on bad arguments.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS  # the budget counts from here: the library search below takes time too
 
 bundle="" out=build/gpu-check work=build/gpu-check-work only="" budget="" dry_run=0
 while [ $# -gt 0 ]; do
@@ -72,23 +73,26 @@ export LD_LIBRARY_PATH="$toolkit_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 bin=build/gpu  # a source build; a bundle is unpacked into $work/bin
 [ -z "$bundle" ] || bin=$work/bin
 if [ $dry_run = 1 ]; then
-  device=cpu precisions=fp32 train_steps=4
+  # The CPU's attention is fp32 only (sps bench attention refuses bf16 there).
+  device=cpu precisions="fp32 bf16" attention_precisions=fp32 train_steps=4
   attention_shape="--tokens 96 --window 8 --heads 2 --head-dim 16 --repeats 1"
   gemm_shape="--size 128 --repeats 1"
   step_shape="--config configs/models/micro.yaml --batch 1 --warmup 1 --steps 2"
   generate_shape="--config configs/models/micro.yaml --prompt-tokens 8 --new-tokens 4 --batch 2"
 else
-  device=cuda:0 precisions="fp32 bf16" train_steps=48
+  device=cuda:0 precisions="fp32 bf16" attention_precisions="fp32 bf16" train_steps=48
   attention_shape="--tokens 4096 --window 64 --heads 12 --head-dim 64 --repeats 3"
   gemm_shape="--size 8192 --repeats 5"
   step_shape="--config configs/models/s.yaml --batch 4 --warmup 1 --steps 2"
   generate_shape="--config configs/models/s.yaml --prompt-tokens 1024 --new-tokens 256 --batch 16"
 fi
 # racecheck: the attention kernels' and top-k's small cases (racecheck slows kernels a
-# hundredfold); memcheck: every test but NCCL's (its own kernels and threads).
+# hundredfold); memcheck: the small, fast tests that reach every kernel (those cases, the
+# memory ops and row copies, the GEMMs and their bf16 roundings, the pointwise ops), not the
+# golden cases, whole models, the attention's sweeps over every mask or NCCL.
 race_filter='*SmallShapes*'
-memcheck_filter='-NcclAllReduce.*'
-export bin logs bundle device precisions train_steps attention_shape gemm_shape step_shape generate_shape \
+memcheck_filter='*SmallShapes*:CudaMemory.*:CudaBackend.*:CudaLinear.*:CudaOps.*'
+export bin logs bundle device precisions attention_precisions train_steps attention_shape gemm_shape step_shape generate_shape \
   race_filter memcheck_filter
 
 not_built='["bf16 activations and K/V", "wgmma kernels", "sampling without top-k on the GPU (docs/gpu.md says why)", "sps generate and sps serve on the GPU end to end (their decoder is in the model stage; a model with a tokenizer is not in the bundle)", "analyze on the GPU"]'
@@ -96,7 +100,7 @@ results=$logs/stage-results.jsonl  # one JSON object per stage run, in order
 : >"$results"
 planned=()
 failed=0
-start=$SECONDS
+revision=unknown  # the binaries' (binaries_revision), once the build stage has them
 reserve=15  # seconds kept for the last report and logs.tgz (a stage's kill takes up to 5)
 
 # The report and logs.tgz as they stand, each written under a temporary name and renamed;
@@ -111,8 +115,9 @@ if len(sys.argv) > 3:
                           "limit": int(limit),
                           "output_tail": open(log, errors="replace").read()[-4000:]}), file=results)
 stages = [json.loads(line) for line in open(sys.argv[1])]
-report = {"date": "$(date -u +%FT%TZ)", "revision": "$(revision)", "machine": "$(uname -m)",
+report = {"date": "$(date -u +%FT%TZ)", "revision": "$revision", "machine": "$(uname -m)",
           "device": "$device", "dry_run": $dry_run == 1, "budget_seconds": $budget,
+          "seconds": $((SECONDS - start)),
           "planned": "${planned[*]}".split(), "not_built": $not_built, "stages": stages}
 json.dump(report, open(sys.argv[2], "w"), indent=1)
 PY
@@ -122,7 +127,7 @@ PY
 }
 
 # The revision the binaries were built from (their --version), else this tree's.
-revision() {
+binaries_revision() {
   local text
   if text=$("$bin/sps" --version 2>/dev/null); then
     sed -n 's/^revision //p' <<<"$text"
@@ -148,6 +153,7 @@ run_stage() {
     local left=$((budget - (SECONDS - start) - reserve))
     [ $left -ge "$limit" ] || limit=$left
   fi
+  rm -f "$logs/$name.out" "$logs/$name-rerun.out"  # a CUDA test stage's, from an earlier run
   if [ "$limit" -lt "$minimum" ]; then
     echo "skipped: ${limit}s of the budget left, the stage needs ${minimum}s" >"$logs/$name.log"
     rc=77
@@ -158,7 +164,12 @@ run_stage() {
   case $rc in
     0) status=passed ;;
     77) status=skipped ;;
-    124 | 137) status="timed out after ${limit}s" ;;
+    124 | 137)
+      status="timed out after ${limit}s"
+      # A CUDA test stage prints its tests' output when they end: here, their output so far.
+      [ ! -f "$logs/$name.out" ] ||
+        { echo "timed out; the end of $name.out:" && tail -n 50 "$logs/$name.out"; } >>"$logs/$name.log"
+      ;;
     *) status=failed ;;
   esac
   [ "$status" = passed ] || [ "$status" = skipped ] || failed=1
@@ -204,21 +215,28 @@ use_golden() {
   export SPS_GOLDEN_DIR=$PWD/tests/golden
 }
 
-# The tests gtest lists as failed in FILE, ':'-joined for --gtest_filter: plain
-# (Suite.Test) and parameterised (Prefix/Suite.Test/Param) names, not the count line.
-failed_tests() {
+# The tests that failed in gtest's output FILE, one a line: those it lists as failed, plain
+# (Suite.Test) and parameterised (Prefix/Suite.Test/Param) names, not the count line; and
+# the test it was running when the output ends without that test's result (a crash prints
+# no FAILED line).
+failing_tests() {
   sed -nE 's/^\[  FAILED  \] ([A-Za-z_][A-Za-z0-9_]*(\/[A-Za-z0-9_]+)?\.[A-Za-z_][A-Za-z0-9_]*(\/[A-Za-z0-9_]+)?)(,.*| .*)?$/\1/p' \
-    "$1" | sort -u | paste -sd:
+    "$1"
+  awk '/^\[ RUN      \] / { running = $4; next }
+       /^\[ +(OK|FAILED|SKIPPED) +\] / { running = "" }
+       END { if (running != "") print running }' "$1"
 }
 
-# cuda_tests NAME FILTER: the CUDA tests FILTER selects run (none skipped: a skip here means
-# the GPU was not seen; none selected fails too) and pass. A failing test runs again with
-# every launch synchronous, so that its error names the kernel that caused it rather than
-# the next copy.
+# cuda_tests NAME FILTER [COMMAND…]: the CUDA tests FILTER selects run (none skipped: a skip
+# here means the GPU was not seen; none selected fails too) and pass, under COMMAND (a
+# sanitizer) when given. A failing test runs again with every launch synchronous, so that
+# its error names the kernel that caused it rather than the next copy; not under a
+# sanitizer, whose report names the kernel itself.
 cuda_tests() {
   local name=$1 filter=$2 output=$logs/$1.out
+  shift 2
   use_golden
-  "$bin/test_cuda" --gtest_brief=0 --gtest_filter="$filter" >"$output" 2>&1
+  "$@" "$bin/test_cuda" --gtest_brief=0 --gtest_filter="$filter" >"$output" 2>&1
   local rc=$?
   cat "$output"
   if [ $rc = 0 ]; then
@@ -229,8 +247,9 @@ cuda_tests() {
     fi
     return 0
   fi
+  [ $# = 0 ] || return 1
   local failing
-  failing=$(failed_tests "$output")
+  failing=$(failing_tests "$output" | sort -u | paste -sd:)
   if [ -n "$failing" ]; then
     echo "rerun: CUDA_LAUNCH_BLOCKING=1 test_cuda --gtest_filter=$failing"
     CUDA_LAUNCH_BLOCKING=1 "$bin/test_cuda" --gtest_filter="$failing" >"$logs/$name-rerun.out" 2>&1
@@ -391,7 +410,7 @@ stage_device_errors() {
 # passes when it runs.
 stage_bench_attention() {
   local precision
-  for precision in $precisions; do
+  for precision in $attention_precisions; do
     "$bin/sps" bench attention --device $device --precision $precision $attention_shape || return 1
   done
 }
@@ -420,24 +439,23 @@ stage_bench_generate() {
     --interleave --warmup 0 --runs 1 --device $device
 }
 
-# compute-sanitizer's racecheck over the attention and top-k kernels at small shapes.
+# compute-sanitizer's racecheck over the attention and top-k kernels at small shapes, with
+# the other CUDA test stages' checks (the tests ran and passed).
 stage_racecheck() {
   command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
-  use_golden
-  compute-sanitizer --tool racecheck --target-processes all --error-exitcode 1 \
-    "$bin/test_cuda" --gtest_filter="$race_filter"
+  cuda_tests racecheck "$race_filter" \
+    compute-sanitizer --tool racecheck --target-processes all --error-exitcode 1
 }
 
-# memcheck over the CUDA tests; API errors are not reported (the libraries' own, such as
-# cuBLASLt's probing, are not ours; the tests check every error our calls return).
+# memcheck over the small CUDA tests; API errors are not reported (the libraries' own, such
+# as cuBLASLt's probing, are not ours; the tests check every error our calls return).
 stage_memcheck() {
   command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
-  use_golden
-  compute-sanitizer --tool memcheck --report-api-errors no --target-processes all \
-    --error-exitcode 1 "$bin/test_cuda" --gtest_filter="$memcheck_filter"
+  cuda_tests memcheck "$memcheck_filter" compute-sanitizer --tool memcheck \
+    --report-api-errors no --target-processes all --error-exitcode 1
 }
 
-export -f compare_runs use_golden failed_tests cuda_tests refused \
+export -f compare_runs use_golden failing_tests cuda_tests refused \
   $(declare -F | awk '$3 ~ /^stage_/ {print $3}')
 
 # name, limit and minimum seconds (a source build: 1800), function. The first pass (gpu to
@@ -472,6 +490,8 @@ write_results
 for stage in "${stages[@]}"; do
   read -r name limit minimum function <<<"$stage"
   run_stage "$name" "$limit" "$minimum" "$function"
+  # Once per run: the report rewritten after every stage reuses it.
+  [ "$name" != build ] || revision=$(binaries_revision)
   # Nothing runs without the GPU and the binaries.
   if [ $failed = 1 ] && { [ "$name" = gpu ] || [ "$name" = build ]; }; then break; fi
 done

@@ -1,11 +1,13 @@
 // scripts/gpu-check.sh's plan, on a machine without a GPU: a dry run (every stage on the CPU
 // at small shapes) from a bundle of this build's sps and a stand-in test_cuda, with stand-ins
 // for nvidia-smi, cuobjdump and compute-sanitizer on PATH. Every stage's command line runs,
-// the report and logs.tgz come back as a lent GPU machine returns files, and the failure paths
-// (a failing test rerun by name, a failing cuobjdump, a foreign mpirun, a short budget) say
-// what they should. It tests the plan, not the GPU.
+// fp32 and bf16, the report and logs.tgz come back as a lent GPU machine returns files, and
+// the failure paths (a failing or crashing test rerun by name, a stage that times out, tests
+// that were skipped, a failing cuobjdump, a foreign mpirun, a short budget) say what they
+// should. It tests the plan, not the GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,8 +26,9 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-void write_script(const std::string& path, const std::string& text) {
-  std::ofstream(path) << "#!/bin/sh\n" << text;
+void write_script(const std::string& path, const std::string& text,
+                  const std::string& shell = "/bin/sh") {
+  std::ofstream(path) << "#!" << shell << "\n" << text;
   fs::permissions(path, fs::perms::owner_all);
 }
 
@@ -36,12 +39,34 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-// gtest's output for the filter given; with FAKE_FAILURES=1 (and not in a rerun with
-// CUDA_LAUNCH_BLOCKING=1) a parameterised test and a plain one fail, as gtest lists them.
+// gtest's output for the filter given. Not in a rerun with CUDA_LAUNCH_BLOCKING=1:
+// FAKE_FAILURES=1, a parameterised test and a plain one fail, as gtest lists them;
+// FAKE_CRASH=1, a test starts and the process dies without a result line; FAKE_HANG=1, a
+// test starts and never ends. FAKE_SKIP=1: every test skips (no GPU seen).
 constexpr const char* kFakeTestCuda = R"(filter=
 for a in "$@"; do case $a in --gtest_filter=*) filter=${a#--gtest_filter=} ;; esac; done
 echo "Note: Google Test filter = $filter"
 echo "CUDA_LAUNCH_BLOCKING=${CUDA_LAUNCH_BLOCKING:-}"
+if [ -z "${CUDA_LAUNCH_BLOCKING:-}" ] && [ "${FAKE_CRASH:-}" = 1 ]; then
+  echo '[ RUN      ] CudaOps.RmsNormMatchesTheCpuBackend'
+  echo '[       OK ] CudaOps.RmsNormMatchesTheCpuBackend (1 ms)'
+  echo '[ RUN      ] CudaOps.TopKAtSmallShapes'
+  echo 'an illegal memory access was encountered'
+  exit 139
+fi
+if [ -z "${CUDA_LAUNCH_BLOCKING:-}" ] && [ "${FAKE_HANG:-}" = 1 ]; then
+  echo '[ RUN      ] CudaModel.TrainingStepsMatchTheCpuBackend'
+  exec sleep 60
+fi
+if [ "${FAKE_SKIP:-}" = 1 ]; then
+  echo '[ RUN      ] Fake.Test'
+  echo '[  SKIPPED ] Fake.Test (0 ms)'
+  echo '[==========] 1 test from 1 test suite ran. (0 ms total)'
+  echo '[  PASSED  ] 0 tests.'
+  echo '[  SKIPPED ] 1 test, listed below:'
+  echo '[  SKIPPED ] Fake.Test'
+  exit 0
+fi
 if [ "${FAKE_FAILURES:-}" = 1 ] && [ -z "${CUDA_LAUNCH_BLOCKING:-}" ]; then
   echo '[ RUN      ] AllCases/CudaGolden.FloatMatches/sps_w0'
   echo '[  FAILED  ] AllCases/CudaGolden.FloatMatches/sps_w0, where GetParam() = sps_w0 (5 ms)'
@@ -90,13 +115,34 @@ exec "$@"
 )");
 }
 
-// A bundle as scripts/gpu-bundle.sh packs one: sps (here, this build's, run through a script),
-// test_cuda (the stand-in), lib/ and the MPI version the bundle was built with.
+// A stand-in for the machine's `find` that takes 2 s per search (the check's library search).
+void write_slow_find(const std::string& dir) {
+  fs::create_directories(dir);
+  write_script(dir + "/find", "sleep 2\ncommand -p find \"$@\"\n");
+}
+
+// A stand-in for `timeout` that stops the kernels stage after 2 s whatever its limit (a bash
+// script: the stage's functions are bash's exported functions, which sh drops from the
+// environment).
+void write_short_timeout(const std::string& dir) {
+  fs::create_directories(dir);
+  write_script(dir + "/timeout", R"(case "$*" in
+  *stage_kernels) shift 2; command -p timeout --kill-after=1 2 "$@" ;;
+  *) command -p timeout "$@" ;;
+esac
+)",
+               "/usr/bin/env bash");
+}
+
+// A bundle as scripts/gpu-bundle.sh packs one: sps (here, this build's, run through a script
+// that adds each call's arguments to the line list sps-calls beside it), test_cuda (the
+// stand-in), lib/ and the MPI version the bundle was built with.
 std::string make_bundle(const TempDir& dir, const std::string& name,
                         const std::string& mpi_version) {
   const std::string root = dir / (name + "-files");
   fs::create_directories(root + "/lib");
-  write_script(root + "/sps", "exec '" SPS_BINARY "' \"$@\"\n");
+  write_script(root + "/sps",
+               "echo \"$*\" >>\"$(dirname \"$0\")/sps-calls\"\nexec '" SPS_BINARY "' \"$@\"\n");
   write_script(root + "/test_cuda", kFakeTestCuda);
   if (!mpi_version.empty()) std::ofstream(root + "/mpi-version") << mpi_version << "\n";
   const std::string bundle = dir / (name + ".tar.gz");
@@ -120,6 +166,12 @@ int run_check(const TempDir& dir, const std::string& arguments, std::string* con
           "':\"$PATH\" bash '" SPS_SOURCE_DIR "/scripts/gpu-check.sh' --dry-run --out '" +
           dir.file("out") + "' --work '" + dir.file("work") + "' " + arguments + " 2>&1",
       console);
+}
+
+int count_of(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
 }
 
 std::map<std::string, json> stages_of(const json& report) {
@@ -186,6 +238,73 @@ TEST(GpuCheckCli, DryRunRunsEveryStageAndReturnsTheReportAndLogsAsALentMachineDo
   EXPECT_NE(report["stages"].back()["output_tail"].get<std::string>().find(
                 "--tool memcheck --report-api-errors no"),
             std::string::npos);
+
+  // bf16 as well as fp32: the train stage's comparison of bf16 operands with the CPU's fp32
+  // (within 3e-2, and not equal), and bench gemm and bench step on bf16 operands (the CPU's
+  // attention is fp32 only: bench attention runs once).
+  const std::string train = read_file(dir.file("work/logs/train.log"));
+  EXPECT_NE(train.find("\nbf16: final val NLL "), std::string::npos) << train;
+  const std::string step = read_file(dir.file("work/logs/bench-step.log"));
+  EXPECT_NE(step.find("sps bf16"), std::string::npos) << step;  // bench gemm's bf16 table
+  EXPECT_NE(step.find("\"precision\":\"bf16\""), std::string::npos) << step;
+
+  // The report's revision is the binary's, asked once (not at each of the report's rewrites):
+  // sps --version runs for the build stage's check that it starts, the version stage and
+  // the revision.
+  std::string version;
+  ASSERT_EQ(run_command("'" SPS_BINARY "' --version", &version), 0);
+  EXPECT_NE(version.find("revision " + report["revision"].get<std::string>() + "\n"),
+            std::string::npos)
+      << report["revision"];
+  EXPECT_EQ(count_of("\n" + read_file(dir.file("work/bin/bundle/sps-calls")), "\n--version\n"), 3);
+}
+
+// memcheck runs the small tests that reach every kernel (racecheck's among them), not the
+// golden cases, whole models or NCCL: the filter its dry run hands test_cuda, applied to this
+// build's test_cuda.
+TEST(GpuCheckCli, MemcheckRunsTheSmallTests) {
+  if (!SPS_TEST_CUDA_BUILT) GTEST_SKIP() << "this build has no test_cuda";
+  TempDir dir;
+  write_fake_tools(dir / "tools");
+  std::string console;
+  ASSERT_EQ(
+      run_check(dir, "--bundle '" + make_bundle(dir, "bundle", "") + "' --only racecheck,memcheck",
+                &console),
+      0)
+      << console;
+  const auto tests_of = [&](const std::string& stage) {
+    const std::string output = read_file(dir.file("work/logs/" + stage + ".out"));
+    const std::string note = "Note: Google Test filter = ";
+    const size_t at = output.find(note) + note.size();
+    const std::string filter = output.substr(at, output.find('\n', at) - at);
+    std::string listing;
+    EXPECT_EQ(run_command("'" + (fs::path(SPS_BINARY).parent_path() / "test_cuda").string() +
+                              "' --gtest_list_tests --gtest_filter='" + filter + "'",
+                          &listing),
+              0);
+    std::vector<std::string> tests;  // Suite.Test, parameterised ones without their parameter
+    std::istringstream lines(listing);
+    std::string suite;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty()) continue;
+      if (line[0] != ' ') {
+        suite = line.substr(line.find('/') == std::string::npos ? 0 : line.find('/') + 1);
+        continue;
+      }
+      tests.push_back(suite + line.substr(2, line.find_first_of(" /", 2) - 2));
+    }
+    return tests;
+  };
+  const std::vector<std::string> memcheck = tests_of("memcheck");
+  for (const std::string& test : memcheck)
+    for (const std::string suite : {"CudaGolden.", "CudaModel.", "NcclAllReduce."})
+      EXPECT_NE(test.rfind(suite, 0), 0u) << test;
+  for (const std::string& test : tests_of("racecheck"))
+    EXPECT_NE(std::find(memcheck.begin(), memcheck.end(), test), memcheck.end()) << test;
+  for (const std::string test : {"CudaMemory.FillAndAddMatchTheHostExactly",
+                                 "CudaLinear.Bf16OperandsMatchTheCpuOnRoundedOperands",
+                                 "CudaOps.EmbeddingMatchesTheCpuBackendWithRepeatedTokens"})
+    EXPECT_NE(std::find(memcheck.begin(), memcheck.end(), test), memcheck.end()) << test;
 }
 
 // A failing test is rerun by its full name (parameterised too, never the count line) with
@@ -232,6 +351,57 @@ TEST(GpuCheckCli, DryRunFailurePathsSayWhatFailedAndWhy) {
   EXPECT_EQ(memcheck["status"], "skipped") << memcheck.dump(1);
   EXPECT_NE(memcheck["output_tail"].get<std::string>().find("the stage needs 60s"),
             std::string::npos);
+
+  // A test that crashes prints no FAILED line: the one that started last without a result is
+  // rerun. And the budget's clock starts before the library search (here 4 s: the run
+  // without it takes 1 or 2).
+  write_slow_find(dir / "slow-find");
+  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only kernels", &console,
+                      "FAKE_CRASH=1 PATH='" + dir.file("slow-find") + "':\"$PATH\""),
+            1)
+      << console;
+  const json crashed = json::parse(read_file(dir.file("out/gpu-check.json")));
+  EXPECT_GE(int(crashed["seconds"]), 4) << crashed.dump(1);
+  EXPECT_NE(read_file(dir.file("work/logs/kernels.log"))
+                .find("rerun: CUDA_LAUNCH_BLOCKING=1 test_cuda "
+                      "--gtest_filter=CudaOps.TopKAtSmallShapes\n"),
+            std::string::npos)
+      << read_file(dir.file("work/logs/kernels.log"));
+
+  // Sanitizer stages whose tests all skip (the GPU not seen) fail as the other CUDA test
+  // stages do, and rerun nothing.
+  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only racecheck,memcheck", &console,
+                      "FAKE_SKIP=1"),
+            1)
+      << console;
+  const std::map<std::string, json> sanitizers =
+      stages_of(json::parse(read_file(dir.file("out/gpu-check.json"))));
+  for (const std::string name : {"racecheck", "memcheck"}) {
+    EXPECT_EQ(sanitizers.at(name)["status"], "failed") << name;
+    EXPECT_NE(
+        sanitizers.at(name)["output_tail"].get<std::string>().find(name + ": tests were skipped"),
+        std::string::npos)
+        << name;
+    EXPECT_FALSE(fs::exists(dir.file("work/logs/" + name + "-rerun.out"))) << name;
+  }
+
+  // A CUDA test stage that times out reports its tests' output so far.
+  write_short_timeout(dir / "short-timeout");
+  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only kernels", &console,
+                      "FAKE_HANG=1 PATH='" + dir.file("short-timeout") + "':\"$PATH\""),
+            1)
+      << console;
+  const json kernels_stage =
+      stages_of(json::parse(read_file(dir.file("out/gpu-check.json")))).at("kernels");
+  EXPECT_EQ(kernels_stage["status"], "timed out after 100s") << kernels_stage.dump(1);
+  EXPECT_NE(kernels_stage["output_tail"].get<std::string>().find(
+                "timed out; the end of kernels.out:\nNote: Google Test filter = "),
+            std::string::npos)
+      << kernels_stage.dump(1);
+  EXPECT_NE(kernels_stage["output_tail"].get<std::string>().find(
+                "[ RUN      ] CudaModel.TrainingStepsMatchTheCpuBackend"),
+            std::string::npos)
+      << kernels_stage.dump(1);
 
   // Bad arguments: one line, status 2.
   EXPECT_EQ(run_check(dir, "--budget soon", &console), 2);
