@@ -103,7 +103,8 @@ void run_bf16_gemm_bench(int64_t n, int repeats) {
   // n³, then the forward GEMMs of an s-scale block (d = 768, F = 2304) on n rows.
   const int64_t shapes[][3] = {
       {n, n, n}, {n, 2304, 768}, {n, 768, 768}, {n, 4608, 768}, {n, 768, 2304}};
-  for (const auto& [M, N, K] : shapes) {
+  for (const auto& shape : shapes) {
+    const int64_t M = shape[0], N = shape[1], K = shape[2];  // named: lambdas capture them
     std::vector<float> in(M * K), weight(N * K), out(M * N);
     Rng rng(7);
     for (auto& v : in) v = float(rng.normal());

@@ -42,8 +42,9 @@ std::vector<SeedGap> shared_gaps(const Pairs& pairs, double alpha) {
     for (const RunResults* r : {g, s})
       for (const ValPoint& p : r->val_curve) ++count[p.tokens];
   std::vector<SeedGap> out;
-  for (const auto& [tokens, n] : count) {
+  for (const auto& [point_tokens, n] : count) {
     if (n != int(2 * pairs.size())) continue;
+    const int64_t tokens = point_tokens;  // named: a lambda captures it
     SeedGap point;
     point.tokens = tokens;
     out.push_back(gap_of_pairs(pairs, alpha, point, [&](const RunResults* r) {
@@ -62,8 +63,9 @@ std::vector<SeedGap> decayed_gaps(const Pairs& pairs, double alpha) {
     for (const RunResults* r : {g, s})
       for (const DecayedPoint& d : r->decayed) ++count[d.from];
   std::vector<SeedGap> out;
-  for (const auto& [from, n] : count) {
+  for (const auto& [branch_from, n] : count) {
     if (n != int(2 * pairs.size())) continue;
+    const int64_t from = branch_from;  // named: a lambda captures it
     auto at = [&](const RunResults* r) {
       for (const DecayedPoint& d : r->decayed)
         if (d.from == from) return d;
