@@ -126,21 +126,20 @@ TEST(LinearInference, EqualsLinearForEveryRowCount) {
 template <typename T>
 void check_rounded(int64_t rows, int64_t in_dim, int64_t out_dim) {
   const LinearCase<T> c(rows, in_dim, out_dim);
-  for (const WeightType type : {WeightType::bf16}) {
-    const std::vector<uint8_t> packed = pack(c.weight, in_dim, out_dim, type);
-    const std::vector<T> rounded = reference_weights(c.weight, in_dim, type);
-    const std::vector<uint8_t> rounded_packed = pack(rounded, in_dim, out_dim, WeightType::f32);
-    LinearCase<T> on_rounded = c;
-    on_rounded.weight = rounded;
-    for (bool accumulate : {false, true}) {
-      const std::vector<T> got = c.packed_forward(packed, type, accumulate);
-      const std::vector<T> expected = c.packed_forward(rounded_packed, WeightType::f32, accumulate);
-      EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), sizeof(T) * got.size()))
-          << ops::weight_type_name(type) << ": rows " << rows << " in " << in_dim << " out "
-          << out_dim << " acc " << accumulate;
-      EXPECT_LT(max_relative_error(got, on_rounded.blas(accumulate)), sizeof(T) == 4 ? 1e-5 : 1e-12)
-          << ops::weight_type_name(type) << ": rows " << rows;
-    }
+  const WeightType type = WeightType::bf16;
+  const std::vector<uint8_t> packed = pack(c.weight, in_dim, out_dim, type);
+  const std::vector<T> rounded = reference_weights(c.weight, in_dim, type);
+  const std::vector<uint8_t> rounded_packed = pack(rounded, in_dim, out_dim, WeightType::f32);
+  LinearCase<T> on_rounded = c;
+  on_rounded.weight = rounded;
+  for (bool accumulate : {false, true}) {
+    const std::vector<T> got = c.packed_forward(packed, type, accumulate);
+    const std::vector<T> expected = c.packed_forward(rounded_packed, WeightType::f32, accumulate);
+    EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), sizeof(T) * got.size()))
+        << ops::weight_type_name(type) << ": rows " << rows << " in " << in_dim << " out "
+        << out_dim << " acc " << accumulate;
+    EXPECT_LT(max_relative_error(got, on_rounded.blas(accumulate)), sizeof(T) == 4 ? 1e-5 : 1e-12)
+        << ops::weight_type_name(type) << ": rows " << rows;
   }
 }
 
