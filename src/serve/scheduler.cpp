@@ -71,37 +71,47 @@ Scheduler::Scheduler(Model<float>& model, const BpeTokenizer& tokenizer, Schedul
     : model_(model), tokenizer_(tokenizer), options_(options), metrics_(metrics) {
   const ModelConfig& c = model.config();
   SPS_ASSERT(options_.rows >= 1 && options_.context >= 1 && options_.queue_limit >= 0);
-  max_prompt_ = std::min(options_.context, c.block_size);
-  // Every row holds up to `context` positions: a prompt of at most max_prompt_ tokens, then
-  // the generated ones.
-  DecoderShape main;
-  main.batch = options_.rows;
-  main.max_prompt_tokens = max_prompt_;
-  main.max_new_tokens = options_.context - max_prompt_;
-  DecoderShape prefill;
-  prefill.batch = 1;
-  prefill.max_prompt_tokens = max_prompt_;
-  // Echo requests score their prompt token by token in extends that end at an EOS.
-  DecoderShape scoring;
-  scoring.batch = 1;
-  scoring.max_prompt_tokens = 1;
-  scoring.max_new_tokens = max_prompt_;
-  scoring.max_chunk_tokens = kScoreChunk;
+  const DecoderShapes shapes = decoder_shapes(c, options_);
+  max_prompt_ = shapes.max_prompt;
   // All of it checked at once (each part alone may fit where the whole does not), then
   // allocated.
-  model_.backend().require(
-      Decoder<float>::memory_bytes(model_, main) + Decoder<float>::memory_bytes(model_, prefill) +
-          Decoder<float>::memory_bytes(model_, scoring) +
-          model_.inference_activation_bytes(1, max_prompt_),
-      fmt::format("the KV caches, decode buffers and prefill activations of {} rows × {} "
-                  "positions",
-                  options_.rows, options_.context));
-  decoder_ = std::make_unique<Decoder<float>>(model_, main);
-  prefill_decoder_ = std::make_unique<Decoder<float>>(model_, prefill);
-  score_decoder_ = std::make_unique<Decoder<float>>(model_, scoring);
+  model_.backend().require(memory_bytes(model_, options_),
+                           fmt::format("the KV caches, decode buffers and prefill activations "
+                                       "of {} rows × {} positions",
+                                       options_.rows, options_.context));
+  decoder_ = std::make_unique<Decoder<float>>(model_, shapes.main);
+  prefill_decoder_ = std::make_unique<Decoder<float>>(model_, shapes.prefill);
+  score_decoder_ = std::make_unique<Decoder<float>>(model_, shapes.scoring);
   model_.reserve(1, max_prompt_, /*training=*/false);  // the longest prompt's prefill
   step_tokens_.assign(options_.rows, 0);
   thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::DecoderShapes Scheduler::decoder_shapes(const ModelConfig& config,
+                                                   const SchedulerOptions& options) {
+  DecoderShapes s;
+  s.max_prompt = std::min(options.context, config.block_size);
+  // Every row holds up to `context` positions: a prompt of at most max_prompt tokens, then
+  // the generated ones.
+  s.main.batch = options.rows;
+  s.main.max_prompt_tokens = s.max_prompt;
+  s.main.max_new_tokens = options.context - s.max_prompt;
+  s.prefill.batch = 1;
+  s.prefill.max_prompt_tokens = s.max_prompt;
+  // Echo requests score their prompt token by token in extends that end at an EOS.
+  s.scoring.batch = 1;
+  s.scoring.max_prompt_tokens = 1;
+  s.scoring.max_new_tokens = s.max_prompt;
+  s.scoring.max_chunk_tokens = kScoreChunk;
+  return s;
+}
+
+__int128 Scheduler::memory_bytes(const Model<float>& model, const SchedulerOptions& options) {
+  const DecoderShapes s = decoder_shapes(model.config(), options);
+  return Decoder<float>::memory_bytes(model, s.main) +
+         Decoder<float>::memory_bytes(model, s.prefill) +
+         Decoder<float>::memory_bytes(model, s.scoring) +
+         model.inference_activation_bytes(1, s.max_prompt);
 }
 
 Scheduler::~Scheduler() { drain(std::chrono::milliseconds(0)); }

@@ -120,8 +120,19 @@ class Scheduler {
   Gauges gauges() const;
   const SchedulerOptions& options() const { return options_; }
 
+  // Bytes the constructor allocates on the model's backend for `options` (decoders, KV
+  // caches, the longest prompt's prefill activations), checked all at once.
+  static __int128 memory_bytes(const Model<float>& model, const SchedulerOptions& options);
+
  private:
   struct Row;
+  // The scheduler's three decoders: the batch of `rows`, one prompt's prefill, and the
+  // token-by-token scoring of an echo request.
+  struct DecoderShapes {
+    int64_t max_prompt = 0;
+    DecoderShape main, prefill, scoring;
+  };
+  static DecoderShapes decoder_shapes(const ModelConfig& config, const SchedulerOptions& options);
   void run();
   void admit(std::shared_ptr<Job> job);
   void score_prompt(Job& job);

@@ -303,6 +303,36 @@ TEST(Scheduler, PromptScoresEqualEvalLogLikelihoods) {
   }
 }
 
+// The decoders, KV caches and prefill activations are checked against the memory left as one
+// sum before anything is allocated: a machine where each part fits but the whole does not is
+// refused in one line, and the whole fitting exactly is enough.
+TEST(Scheduler, RefusesAPlanWhoseSumDoesNotFitThoughEachPartDoes) {
+  ServeModel m("sps");
+  CheckingBackend checking;
+  Model<float> model(m.config, checking);
+  serve::Metrics metrics;
+  SchedulerOptions o;
+  o.rows = 4;
+  o.context = m.config.block_size;
+  const __int128 whole = Scheduler::memory_bytes(model, o);
+  DecoderShape batch;  // the largest part: every row's decoder
+  batch.batch = o.rows;
+  batch.max_prompt_tokens = o.context;
+  ASSERT_GT(whole, Decoder<float>::memory_bytes(model, batch) +
+                       model.inference_activation_bytes(1, o.context));
+  checking.available = int64_t(whole) - 1;
+  try {
+    Scheduler refused(model, byte_level_tokenizer(), o, metrics);
+    ADD_FAILURE() << "a plan one byte over the memory left was allocated";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("4 rows × 48 positions: needs"), std::string::npos)
+        << e.what();
+  }
+  checking.available = int64_t(whole);
+  Scheduler fits(model, byte_level_tokenizer(), o, metrics);
+  fits.drain(std::chrono::milliseconds(0));
+}
+
 // The scheduler on a backend whose memory the host cannot read (a GPU's, as far as the model
 // can tell; `sps serve --device cuda`): every op comes from the scheduler's thread after it
 // selected the backend, or from the thread that made it, none is given host memory, and each
