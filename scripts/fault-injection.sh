@@ -135,11 +135,11 @@ for sig in INT TERM KILL; do
   sleep 0.3; kill -$sig $pid 2>/dev/null; wait $pid 2>/dev/null
   check "data prepare after SIG$sig leaves no temporary file" no_temporaries "$work/p_$sig"
 done
-if [ "$(ls -A "$work/p_KILL" 2>/dev/null)" = ".sps.lock" ]; then  # killed before it wrote anything
-  "$sps" data prepare "$big" --tokenizer "$work/bytes.tok" --out "$work/p_KILL" >/dev/null 2>&1
-  check "data prepare into a folder a SIGKILL left holding only its lock needs no --overwrite" \
-    test -f "$work/p_KILL/meta.json"
-fi
+# What a SIGKILL before the first write leaves (made by hand: the kill above may land later).
+mkdir -p "$work/p_stale" && : > "$work/p_stale/.sps.lock"
+"$sps" data prepare "$big" --tokenizer "$work/bytes.tok" --out "$work/p_stale" >/dev/null 2>&1
+check "data prepare into a folder holding only a stale lock needs no --overwrite" \
+  test -f "$work/p_stale/meta.json"
 "$sps" data prepare "$big" --tokenizer "$work/bytes.tok" --overwrite --out "$work/p_KILL" >/dev/null 2>&1
 check "data prepare into the killed run's folder succeeds" test -f "$work/p_KILL/meta.json"
 "$sps" data prepare "$big" --tokenizer "$work/bytes.tok" --out "$work/plock" >/dev/null 2>&1 & pid=$!

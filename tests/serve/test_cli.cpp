@@ -18,6 +18,7 @@
 #include "run_command.h"
 #include "serve_fixtures.h"
 #include "tokenizer/bpe.h"
+#include "util/safetensors_edits.h"
 #include "util/sps_home.h"
 #include "util/temp_dir.h"
 
@@ -182,6 +183,23 @@ TEST(ServeCli, BadFlagsAreOneLineAndStatusTwo) {
             0u)
       << err;
   EXPECT_NE(err.find(" of memory is available"), std::string::npos) << err;
+
+  // What is served is the model stored with the weights, and only intact weights.
+  const std::string config = ckpt.path + "/config.yaml", weights = ckpt.path + "/model.safetensors";
+  const std::string yaml = read_whole_file(config);
+  const size_t heads = yaml.find("n_head: 2\n");
+  ASSERT_NE(heads, std::string::npos) << yaml;
+  std::string edited = yaml;
+  edited[heads + 8] = '4';
+  write_whole_file(config, edited);
+  EXPECT_EQ(run(ckpt.args()), 2);
+  EXPECT_NE(err.find(weights + " was saved with model.n_head = "), std::string::npos) << err;
+  EXPECT_NE(err.find("the model stored with the weights decides"), std::string::npos) << err;
+  write_whole_file(config, yaml);
+  flip_tensor_bit(weights, "transformer.wte.weight", 4 * 3 + 3, 5);
+  EXPECT_EQ(run(ckpt.args()), 2);
+  EXPECT_EQ(err, "sps: " + weights + ": tensor 'transformer.wte.weight' does not match its "
+                 "checksum: the file is damaged\n");
 }
 
 // Two servers on one port would split its clients between them (maybe two different models):

@@ -280,7 +280,13 @@ TEST(Trainer, ResumeVerifiesTheCheckpoint) {
   testing::write_whole_file(latest + "/config.yaml", config);
   for (const char* file : {"/model.safetensors", "/optimizer.safetensors"})
     testing::strip_checksums(latest + file);
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(run_train(data.config("run"), true).step, 6);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const std::string note = " has no tensor checksums (written before sps recorded them)";
+  EXPECT_NE(err.find("sps: note: "), std::string::npos) << err;
+  EXPECT_NE(err.find(note), std::string::npos) << err;
+  EXPECT_EQ(err.find(note), err.rfind(note)) << err;  // once, for the checkpoint
 }
 
 TEST(Trainer, ValidationWindowsAreFixedAndUnaligned) {
