@@ -29,6 +29,7 @@ py::dict train_run(const std::string& config_path, std::vector<std::string> over
   options.resume = resume;
   options.stop_after_steps = stop_after;
   options.quiet = true;
+  options.take_signals = on_main_thread();
   const PyCallable log(on_log), show(progress);
   const int64_t total_tokens = config.total_steps() * config.tokens_per_step();
   options.on_metrics = [&](const nlohmann::ordered_json& record) {
@@ -41,8 +42,9 @@ py::dict train_run(const std::string& config_path, std::vector<std::string> over
       });
     return go_on;
   };
-  // The trainer takes SIGINT and SIGTERM itself (a checkpoint, then it returns); the signal
-  // then goes on to Python.
+  // On Python's main thread the trainer takes SIGINT and SIGTERM itself (a checkpoint, then
+  // it returns) and the signal then goes on to Python; elsewhere they stay Python's, and a
+  // run is stopped through on_log.
   TrainSummary summary;
   {
     py::gil_scoped_release release;

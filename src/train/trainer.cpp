@@ -263,7 +263,9 @@ class TrainingLoop {
         B_(tc_.micro_batch_size), T_(config.model.block_size),
         tokens_per_step_(config.tokens_per_step()), total_steps_(config.total_steps()), x_(B_ * T_),
         y_(B_ * T_), row_(T_ + 1),
-        batches_([this](int64_t micro, int32_t* xs, int32_t* ys) { read_batch(micro, xs, ys); }) {}
+        batches_([this](int64_t micro, int32_t* xs, int32_t* ys) { read_batch(micro, xs, ys); }) {
+    if (options.take_signals) signals_.emplace();
+  }
 
   // Steps until the run ends (the `final` checkpoint) or is stopped (`latest`).
   TrainSummary run();
@@ -271,6 +273,7 @@ class TrainingLoop {
   void record(const nlohmann::ordered_json& record);
 
  private:
+  bool signal_received() const { return signals_ && signals_->requested(); }
   bool stop_due() const;
   bool evaluate_if_due();
   double evaluate();
@@ -299,7 +302,7 @@ class TrainingLoop {
   const int64_t A_, B_, T_;  // accumulation, micro-batch and block size, as in train_step
   const int64_t tokens_per_step_, total_steps_;
 
-  StopSignals signals_;
+  std::optional<StopSignals> signals_;  // absent: the caller keeps SIGINT and SIGTERM
   std::vector<int32_t> x_, y_, row_;  // scratch of the steps and the evaluations
   const BatchSource batches_;         // read_batch
   int64_t first_step_ = 0;            // state.step when this invocation started
@@ -343,7 +346,7 @@ TrainSummary TrainingLoop::run() {
   summary.tokens = state_.tokens;
   summary.val_nll = last_val_;
   summary.tokens_per_second = tokens_per_second();
-  summary.signal = signals_.signal();
+  summary.signal = signals_ ? signals_->signal() : 0;
   return summary;
 }
 
@@ -353,7 +356,7 @@ TrainSummary TrainingLoop::run() {
 bool TrainingLoop::stop_due() const {
   const int64_t steps_now = state_.step - first_step_;
   return state_.step < total_steps_ &&
-         (stop_votes_ > 0 || (ranks_ == 1 && (stop_asked_ || signals_.requested())) ||
+         (stop_votes_ > 0 || (ranks_ == 1 && (stop_asked_ || signal_received())) ||
           (options_.stop_after_steps > 0 && steps_now >= options_.stop_after_steps));
 }
 
@@ -429,7 +432,7 @@ void TrainingLoop::finish(bool evaluated_here) {
 // One optimizer step, and the state after it. A non-finite loss or gradient ends the run
 // before anything is written.
 StepOutcome TrainingLoop::step(double lr) {
-  const double vote = signals_.requested() || stop_asked_ ? 1.0 : 0.0;
+  const double vote = signal_received() || stop_asked_ ? 1.0 : 0.0;
   const StepOutcome out = train_step(model_, optimizer_, collective_, B_, A_, batches_, x_, y_, lr,
                                      config_.optimizer.grad_clip, vote);
   if (!out.finite)
@@ -440,7 +443,7 @@ StepOutcome TrainingLoop::step(double lr) {
   state_.tokens = state_.step * tokens_per_step_;
   state_.windows_per_rank += A_ * B_;
   // All ranks stop at the same boundary: with several, on the votes the step exchanged.
-  stop_votes_ = ranks_ == 1 ? (signals_.requested() ? 1.0 : 0.0) : out.votes;
+  stop_votes_ = ranks_ == 1 ? (signal_received() ? 1.0 : 0.0) : out.votes;
   return out;
 }
 

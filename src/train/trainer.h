@@ -23,6 +23,9 @@ struct TrainOptions {
   int64_t stop_after_steps = 0;  // > 0: after this many steps in this invocation, write
                                  // `latest` and return (as SIGINT/SIGTERM do)
   bool quiet = false;            // no stdout lines (metrics are still written)
+  // SIGINT and SIGTERM stop the run at the next step boundary (`latest` is written). False
+  // leaves them to the caller (work on a thread that is not the one signals are meant for).
+  bool take_signals = true;
   // A checkpoint of another run to start from when the run folder has none of its own (a
   // folder with one continues as with `resume`): its weights, AdamW moments, step and data
   // position, checked against this config as a resume is; the schedule and the length are

@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <mutex>
 
 namespace sps {
 
@@ -18,20 +19,29 @@ extern "C" void on_stop_signal(int signal) {
   g_stop_signal = signal;
 }
 
+// The handlers are installed while at least one StopSignals lives.
+std::mutex g_mutex;
+int g_alive = 0;
+struct sigaction g_old_int {}, g_old_term {};
+
 }  // namespace
 
 StopSignals::StopSignals() {
+  const std::lock_guard lock(g_mutex);
+  if (g_alive++ > 0) return;
   g_stop_signal = 0;
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, &old_int_);
-  sigaction(SIGTERM, &action, &old_term_);
+  sigaction(SIGINT, &action, &g_old_int);
+  sigaction(SIGTERM, &action, &g_old_term);
 }
 
 StopSignals::~StopSignals() {
-  sigaction(SIGINT, &old_int_, nullptr);
-  sigaction(SIGTERM, &old_term_, nullptr);
+  const std::lock_guard lock(g_mutex);
+  if (--g_alive > 0) return;
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
 }
 
 int StopSignals::signal() const { return g_stop_signal; }

@@ -1,8 +1,9 @@
 #pragma once
 // SIGINT and SIGTERM as a request to stop at the next safe point (a training step, a batch
 // of documents), so the command can leave its outputs complete or cleanly absent. A second
-// signal ends the process at once. One StopSignals at a time; the old handlers come back
-// when it goes.
+// signal ends the process at once. StopSignals alive at the same time (two threads' work, or
+// one inside another) share one request; the handlers found before the first come back when
+// the last goes, in whatever order they go.
 #include <signal.h>
 
 #include <stdexcept>
@@ -28,9 +29,6 @@ class StopSignals {
   // Ends the process by the signal received, with the default action (so the shell sees
   // 128 + signal), after the caller has cleaned up.
   [[noreturn]] void die_by_signal() const;
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
 };
 
 }  // namespace sps

@@ -90,3 +90,47 @@ except KeyboardInterrupt:
     assert state["step"] >= 3
     resumed = sps.train(recipe, resume=True, stop_after=2, progress=False)
     assert resumed["interrupted"] and resumed["step"] == state["step"] + 2
+
+
+def test_ctrl_c_on_the_main_thread_leaves_a_train_on_another_thread_running(world, tmp_path):
+    """Signals are Python's main thread's: there a KeyboardInterrupt; a run on a worker thread
+    goes on to its end, and Ctrl-C works as before once it is done."""
+    recipe = micro_recipe(tmp_path / "r.yaml", world.data, "sps", tmp_path / "run", steps=12)
+    ready = tmp_path / "ready"
+    code = f"""
+import pathlib, signal, sps, threading, time
+def on_log(record):
+    if record.get("step") == 2:
+        pathlib.Path({str(ready)!r}).write_text("go")
+        time.sleep(0.5)  # the signal arrives while the run is going
+result, done = {{}}, threading.Event()
+def run():
+    try:
+        result.update(sps.train({str(recipe)!r}, on_log=on_log, progress=False))
+    except BaseException as e:
+        print("worker:", repr(e), flush=True)
+    done.set()
+threading.Thread(target=run).start()
+try:
+    done.wait(60)
+    print("no KeyboardInterrupt")
+except KeyboardInterrupt:
+    done.wait(60)  # (Thread.join may return early once interrupted)
+    print("KeyboardInterrupt", result.get("finished"), result.get("interrupted"), flush=True)
+try:
+    signal.raise_signal(signal.SIGINT)
+    time.sleep(1)
+except KeyboardInterrupt:
+    print("again", flush=True)
+"""
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=os.environ)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert child.poll() is None, child.stderr.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, out.decode() + err.decode()
+    assert out.decode().split() == ["KeyboardInterrupt", "True", "False", "again"], err.decode()
