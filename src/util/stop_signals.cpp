@@ -22,7 +22,7 @@ extern "C" void on_stop_signal(int signal) {
 // The handlers are installed while at least one StopSignals lives.
 std::mutex g_mutex;
 int g_alive = 0;
-struct sigaction g_old_int {}, g_old_term {};
+struct sigaction g_old_int = {}, g_old_term = {};
 
 }  // namespace
 

@@ -47,7 +47,9 @@ class CheckingBackend final : public ops::Backend<float> {
   }
   // The memory it reports: the host's unless a test sets a figure.
   std::optional<int64_t> available;
-  int64_t available_bytes() const override { return available ? *available : cpu().available_bytes(); }
+  int64_t available_bytes() const override {
+    return available ? *available : cpu().available_bytes();
+  }
   void release(void* p) const override {
     check("release", {});
     {

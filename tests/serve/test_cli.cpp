@@ -198,8 +198,9 @@ TEST(ServeCli, BadFlagsAreOneLineAndStatusTwo) {
   write_whole_file(config, yaml);
   flip_tensor_bit(weights, "transformer.wte.weight", 4 * 3 + 3, 5);
   EXPECT_EQ(run(ckpt.args()), 2);
-  EXPECT_EQ(err, "sps: " + weights + ": tensor 'transformer.wte.weight' does not match its "
-                 "checksum: the file is damaged\n");
+  EXPECT_EQ(err, "sps: " + weights +
+                     ": tensor 'transformer.wte.weight' does not match its "
+                     "checksum: the file is damaged\n");
 }
 
 // Two servers on one port would split its clients between them (maybe two different models):

@@ -20,7 +20,8 @@ void (*current_handler(int signal))(int) {
 }
 
 TEST(StopSignals, OverlappingScopesShareTheRequestAndRestoreTheFirstHandlers) {
-  struct sigaction own {}, before_int {}, before_term {};
+  struct sigaction own {
+  }, before_int{}, before_term{};
   own.sa_handler = own_handler;
   sigemptyset(&own.sa_mask);
   sigaction(SIGINT, &own, &before_int);
@@ -31,7 +32,7 @@ TEST(StopSignals, OverlappingScopesShareTheRequestAndRestoreTheFirstHandlers) {
     std::raise(SIGINT);
     EXPECT_EQ(first->signal(), SIGINT);
     EXPECT_EQ(second->signal(), SIGINT);
-    first.reset();  // the one made first goes first
+    first.reset();                                     // the one made first goes first
     EXPECT_NE(current_handler(SIGTERM), own_handler);  // `second` still takes them
     EXPECT_TRUE(second->requested());
   }
