@@ -74,8 +74,8 @@ damaged=0
 for i in $(seq 1 10); do
   rm -rf "$work/k"; "$sps" train --config "$work/recipe.yaml" system.out_dir="$work/k" >/dev/null 2>&1 & pid=$!
   sleep "$((RANDOM % 3)).$((RANDOM % 10))"; kill -KILL $pid 2>/dev/null; wait $pid 2>/dev/null
-  for m in "$work"/k/checkpoints/*/model.safetensors; do
-    [ -f "$m" ] && ! "$sps" eval --checkpoint "$(dirname "$m")" --tasks val --quiet >/dev/null 2>&1 && damaged=$((damaged + 1))
+  for m in "$work"/k/checkpoints/*/model.safetensors; do  # final names: not *.tmp
+    [ -f "$m" ] && [ "${m%.tmp/model.safetensors}" = "$m" ] && ! "$sps" eval --checkpoint "$(dirname "$m")" --tasks val --quiet >/dev/null 2>&1 && damaged=$((damaged + 1))
   done
 done
 check "10 random SIGKILLs: no damaged checkpoint under a final name" test "$damaged" -eq 0

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _progress, _sps
+from . import _args, _progress, _sps
 from ._generation import Generation, GenerationStream
 from ._tokenizer import Tokenizer
 
@@ -78,9 +78,10 @@ class Model:
         choice (context and continuation tokenized apart; an empty context reads EOS; the
         sequence cut to its last block_size + 1 tokens). Give one context and continuation,
         or a list of (context, continuation) pairs for a list of results."""
+        batch, scoring = _args.integer("batch", batch), _args.text("scoring", scoring)
         if continuation is None:
-            pairs = list(context)
-            return self._m.loglikelihood(pairs, batch, scoring, _progress.bar(progress, "loglikelihood", "requests"))
+            return self._m.loglikelihood(list(context), batch, scoring,
+                                         _progress.bar(progress, "loglikelihood", "requests"))
         return self._m.loglikelihood([(context, continuation)], batch, scoring, None)[0]
 
     def loglikelihood_rolling(self, text: Union[TextOrIds, Sequence[TextOrIds]], *,
@@ -89,6 +90,7 @@ class Model:
         """The log-likelihood of a whole document (nats), scored in non-overlapping windows of
         block_size tokens as `sps eval`'s corpus task does (docs/model.md §8). A list gives a
         list."""
+        batch = _args.integer("batch", batch)
         if isinstance(text, (str, bytes, np.ndarray)) or (
                 isinstance(text, Sequence) and text and isinstance(text[0], (int, np.integer))):
             return self._m.loglikelihood_rolling([text], batch, None)[0]
@@ -105,10 +107,14 @@ class Model:
         if isinstance(prompts, (str, bytes, np.ndarray)) or (
                 isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], (int, np.integer))):
             prompts = [prompts]
+        logprobs = _args.optional_integer("logprobs", logprobs)
         return GenerationStream(_sps.GenerationStream(
-            self._m, list(prompts), max_new_tokens, temperature, top_k, top_p, seed, list(stop),
-            [int(i) for i in forbid], ignore_eos, truncate, -1 if logprobs is None else logprobs,
-            prefill_rows))
+            self._m, list(prompts), _args.integer("max_new_tokens", max_new_tokens),
+            _args.number("temperature", temperature), _args.integer("top_k", top_k),
+            _args.number("top_p", top_p), _args.integer("seed", seed), _args.texts("stop", stop),
+            _args.integers("forbid", forbid), _args.flag("ignore_eos", ignore_eos),
+            _args.text("truncate", truncate), -1 if logprobs is None else logprobs,
+            _args.integer("prefill_rows", prefill_rows)))
 
     def generate(self, prompts: Union[TextOrIds, Sequence[TextOrIds]], max_new_tokens: int = 128,
                  *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
@@ -141,9 +147,13 @@ class Model:
         if isinstance(tasks, str):
             tasks = [t.strip() for t in tasks.split(",") if t.strip()]
         files = {name: os.fspath(path) for name, path in (task_files or {}).items()}
-        return self._m.evaluate(list(tasks or []), files, suite or "", batch, limit,
-                                -1 if val_tokens is None else val_tokens, corpus_bytes, scoring,
-                                _progress.bars(progress))
+        val_tokens = _args.optional_integer("val_tokens", val_tokens)
+        return self._m.evaluate(_args.texts("tasks", tasks or []), files,
+                                _args.text("suite", suite or ""), _args.integer("batch", batch),
+                                _args.integer("limit", limit),
+                                -1 if val_tokens is None else val_tokens,
+                                _args.integer("corpus_bytes", corpus_bytes),
+                                _args.text("scoring", scoring), _progress.bars(progress))
 
     # ---- weights --------------------------------------------------------------------
     def state_dict(self) -> Dict[str, np.ndarray]:

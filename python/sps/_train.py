@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from . import _progress, _sps
+from . import _args, _progress, _sps
 from ._model import load
 
 PathLike = Union[str, os.PathLike]
@@ -29,7 +29,9 @@ def train(config: PathLike, overrides: Optional[Mapping[str, Any]] = None, *,
     same, then raises KeyboardInterrupt; a second one ends the process. Returns the summary:
     out_dir, step, tokens, finished, interrupted, val_nll, tokens_per_second."""
     items = [f"{key}={_override_text(value)}" for key, value in (overrides or {}).items()]
-    return _sps.train(os.fspath(config), items, device or "", resume, stop_after or 0, on_log,
+    return _sps.train(os.fspath(config), items, _args.text("device", device or ""),
+                      _args.flag("resume", resume),
+                      _args.optional_integer("stop_after", stop_after) or 0, on_log,
                       _progress.bar(progress, "train", "tokens"))
 
 

@@ -1,4 +1,5 @@
 // sps.Error and its subclasses, and the translation of the engine's exceptions into them.
+#include <algorithm>
 #include <filesystem>
 
 #include "python/support.h"
@@ -13,6 +14,18 @@ PyObject* new_error(py::module_& m, const char* name, PyObject* bases, const cha
   if (!type) throw py::error_already_set();
   m.add_object(name, py::handle(type));
   return type;
+}
+
+// The engine's messages name the commands' flags ("--top-p must be in (0, 1]"); from Python
+// they name the argument instead ("top_p must be ...").
+std::string with_argument_names(const std::string& message) {
+  if (message.rfind("--", 0) != 0) return message;
+  const size_t end = std::min(message.find_first_of(" =:"), message.size());
+  std::string name = message.substr(2, end - 2);
+  std::replace(name.begin(), name.end(), '-', '_');
+  if (name == "weight_type") name = "weights";
+  if (name == "task_file") name = "task_files";
+  return name + message.substr(end);
 }
 
 }  // namespace
@@ -37,7 +50,7 @@ void register_errors(py::module_& m) {
     } catch (const PathNotFound& e) {
       PyErr_SetString(not_found, e.what());
     } catch (const UserError& e) {
-      PyErr_SetString(input_error, e.what());
+      PyErr_SetString(input_error, with_argument_names(e.what()).c_str());
     } catch (const Interrupted&) {
       PyErr_SetNone(PyExc_KeyboardInterrupt);
     } catch (const py::builtin_exception&) {

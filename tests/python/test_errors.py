@@ -61,14 +61,50 @@ def test_generation_refuses(model):
     check(sps.InputError, ["prompts[1]", "id 999"], lambda: model.generate([[1, 2], [999]], 4))
     check(sps.InputError, ["prompts", "empty batch"], lambda: model.generate([], 4))
     check(sps.InputError, ["truncate", "sideways"], lambda: model.generate([[1]], 4, truncate="sideways"))
-    check(sps.InputError, ["top-p"], lambda: model.generate([[1]], 4, temperature=1, top_p=0))
-    check(sps.InputError, ["max-new-tokens", "-1"], lambda: model.generate([[1]], -1))
+    # The engine's checks, with the argument's name where the command names its flag.
+    assert check(sps.InputError, ["top_p must be in (0, 1]"],
+                 lambda: model.generate([[1]], 4, temperature=1, top_p=0)).startswith("top_p ")
+    check(sps.InputError, ["max_new_tokens must be >= 0", "-1"], lambda: model.generate([[1]], -1))
+    check(sps.InputError, ["forbid 999", "not an id"], lambda: model.generate([[1]], 2, forbid=[999]))
     check(sps.InputError, ["prefill_rows", "-2"], lambda: model.generate([[1]], 2, prefill_rows=-2))
     check(sps.InputError, ["prefill_rows", "5000"], lambda: model.stream([[1]], 2, prefill_rows=5000))
     check(sps.InputError, ["prompt 0", "longer than the model's context"],
           lambda: model.generate([list(range(20))], 2))
     # Text needs a tokenizer, and this model's config names none.
     check(sps.InputError, ["tokenizer"], lambda: model.generate("hello", 2))
+
+
+@pytest.mark.parametrize("argument, value, expected", [
+    ("max_new_tokens", "4", "an integer, got str '4'"),
+    ("max_new_tokens", 4.0, "an integer, got float 4.0"),
+    ("temperature", "hot", "a number, got str"),
+    ("temperature", True, "a number, got bool"),
+    ("top_k", None, "an integer, got NoneType"),
+    ("top_p", [0.5], "a number, got list"),
+    ("seed", 1.5, "an integer"),
+    ("ignore_eos", 1, "True or False, got int"),
+    ("truncate", 3, "a str, got int"),
+    ("logprobs", "2", "an integer"),
+    ("prefill_rows", 2.5, "an integer"),
+    ("stop", [".", 3], "a str, got int"),
+    ("forbid", [1, "x"], "an integer, got str"),
+])
+def test_generation_names_an_argument_of_the_wrong_type(model, argument, value, expected):
+    kwargs = {"max_new_tokens": 2}
+    kwargs[argument] = value
+    named = f"{argument}[1]" if argument in ("stop", "forbid") else argument
+    check(sps.InputError, [f"{named}: expected {expected}"], lambda: model.generate([[1]], **kwargs))
+
+
+def test_scoring_and_evaluation_name_an_argument_of_the_wrong_type(model):
+    check(sps.InputError, ["batch: expected an integer, got str"],
+          lambda: model.loglikelihood([1], [2], batch="8"))
+    check(sps.InputError, ["scoring: expected a str"], lambda: model.loglikelihood([1], [2], scoring=1))
+    check(sps.InputError, ["batch: expected an integer"], lambda: model.loglikelihood_rolling([[1, 2]], batch=1.0))
+    check(sps.InputError, ["limit: expected an integer"], lambda: model.evaluate("val", limit="all"))
+    check(sps.InputError, ["stop_after: expected an integer"], lambda: sps.train("x.yaml", stop_after="2"))
+    # numpy scalars are numbers
+    assert len(model.generate([1], np.int64(2), temperature=np.float32(0.5), seed=np.uint8(3)).tokens) >= 1
 
 
 def test_scoring_refuses(model):
