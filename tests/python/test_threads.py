@@ -4,32 +4,59 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
-from conftest import random_model
+import sps
+from conftest import micro_recipe, random_model
 
 
-def test_another_thread_makes_progress_while_generate_runs():
-    model = random_model("sps", hidden_size=64, intermediate_size=128, n_head=4, n_layer=4,
-                         block_size=16)
-    model.generate([[1, 2, 3]], 4)  # warm
+def ticks_in_the_middle(call):
+    """Runs call() on a worker thread while this thread counts its own bytecode steps; the
+    steps taken in the middle half of the call, and the call's length."""
     span = {}
 
-    def generate():
+    def work():
         span["start"] = time.perf_counter()
-        model.generate([[1, 2, 3]] * 8, 200, ignore_eos=True)
+        call()
         span["end"] = time.perf_counter()
 
-    worker = threading.Thread(target=generate)
+    worker = threading.Thread(target=work)
     ticks = []
     worker.start()
     while worker.is_alive():
         ticks.append(time.perf_counter())  # Python bytecode on this thread
     worker.join()
     start, end = span["start"], span["end"]
-    middle = [t for t in ticks if start + (end - start) / 4 < t < end - (end - start) / 4]
+    return [t for t in ticks if start + (end - start) / 4 < t < end - (end - start) / 4], end - start
+
+
+def long_calls(world, tmp_path):
+    model = random_model("sps", hidden_size=64, intermediate_size=128, n_head=4, n_layer=4,
+                         block_size=16)
+    model.generate([[1, 2, 3]], 4)  # warm
+    tokens = np.random.default_rng(1).integers(0, 256, size=(128, 16))
+    trained = sps.load(world.runs["sps"])
+    text = tmp_path / "corpus.txt"  # one call, long enough to be timed
+    text.write_text(" ".join(p.read_text() for p in sorted(world.corpus.iterdir())) * 4)
+    return {
+        "generate": lambda: model.generate([[1, 2, 3]] * 8, 200, ignore_eos=True),
+        "logits": lambda: model.logits(tokens),
+        "nll": lambda: model.nll(tokens),
+        "loglikelihood_rolling": lambda: model.loglikelihood_rolling(
+            [list(range(1, 256))] * 10, batch=4),
+        "evaluate": lambda: trained.evaluate(f"corpus:c={text}", progress=False),
+        "train": lambda: sps.train(micro_recipe(tmp_path / "r.yaml", world.data, "sps",
+                                                tmp_path / "run", steps=40), progress=False),
+    }
+
+
+@pytest.mark.parametrize("name", ["generate", "logits", "nll", "loglikelihood_rolling",
+                                  "evaluate", "train"])
+def test_another_thread_makes_progress_while_the_engine_works(world, tmp_path, name):
+    middle, took = ticks_in_the_middle(long_calls(world, tmp_path)[name])
     # Were the GIL held through the call, this thread would run no bytecode inside it (it
     # might get a switch interval at its edges, never in its middle half).
-    assert len(middle) > 100, f"{len(middle)} ticks in the middle of a {end - start:.2f} s generate"
+    assert len(middle) > 100, f"{len(middle)} ticks in the middle of a {took:.2f} s {name}"
 
 
 def test_two_threads_run_two_models_with_their_own_results():

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import sps
 from conftest import micro_recipe, run_sps
 
@@ -134,3 +136,23 @@ except KeyboardInterrupt:
     out, err = child.communicate(timeout=60)
     assert child.returncode == 0, out.decode() + err.decode()
     assert out.decode().split() == ["KeyboardInterrupt", "True", "False", "again"], err.decode()
+
+
+def test_a_second_writer_of_a_run_folder_is_refused(world, tmp_path):
+    """The run folder's lock holds for the module as for the command: a second train into a
+    folder a train is writing stops at once, naming the folder and the holder."""
+    recipe = micro_recipe(tmp_path / "r.yaml", world.data, "sps", tmp_path / "run", steps=8)
+    refused = []
+
+    def on_log(record):
+        if record.get("step") == 1 and not refused:
+            with pytest.raises(sps.InputError) as second:
+                sps.train(recipe, progress=False)
+            refused.append(str(second.value))
+            return False
+
+    first = sps.train(recipe, on_log=on_log, progress=False)
+    assert first["interrupted"] and first["step"] == 1
+    assert len(refused) == 1 and "in use by another sps process" in refused[0], refused
+    assert str(tmp_path / "run") in refused[0], refused
+    assert sps.train(recipe, resume=True, progress=False)["finished"]  # the lock went with it
