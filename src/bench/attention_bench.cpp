@@ -88,7 +88,7 @@ void run_attention_bench(const ops::Device& device, ops::Precision precision, in
   std::vector<int32_t> doc(tokens, 0), doc_start(tokens, 0);
   fmt::print("attention  T={} w={} H={} D={}  {}  median of {}  ", tokens, window, heads, head_dim,
              on_cpu ? fmt::format("threads {}", omp_get_max_threads())
-                    : device.name() + (precision == ops::Precision::bf16 ? " bf16" : " fp32"),
+                    : device.name() + " " + ops::precision_name(precision),
              repeats);
   if (on_cpu)
     fmt::print("(tile {}, chunk {})\n", ops::kAttentionQueryTile, ops::kAttentionKeyChunk);

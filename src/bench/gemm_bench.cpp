@@ -135,8 +135,7 @@ void run_gemm_bench(const ops::Device& device, ops::Precision precision, int64_t
     const double gflops =
         measure_backend_gemm_gflops(ops::backend_for(device, precision), n, repeats);
     fmt::print("{} GEMM {}x{}x{} on {}  median of {}: {:.1f} GFLOP/s\n",
-               precision == ops::Precision::bf16 ? "bf16" : "fp32", n, n, n, device.name(), repeats,
-               gflops);
+               ops::precision_name(precision), n, n, n, device.name(), repeats, gflops);
     return;
   }
   if (precision == ops::Precision::bf16) return run_bf16_gemm_bench(n, repeats);

@@ -296,7 +296,9 @@ std::vector<int32_t> draw_bench_prompts(const std::string& token_file, const std
   return prompts;
 }
 
-void run_generate_bench(const GenerateBenchOptions& o) {
+namespace {
+
+void check_generate_bench_options(const GenerateBenchOptions& o) {
   if (o.models.empty()) fail("bench generate: no model to run");
   if (o.prompt_tokens < 1 || o.new_tokens < 1 || o.batch < 1)
     fail("bench generate: --prompt-tokens, --new-tokens and --batch must be >= 1");
@@ -304,27 +306,15 @@ void run_generate_bench(const GenerateBenchOptions& o) {
     if (o.prompt_tokens > m.config.block_size)
       fail("{}: --prompt-tokens {} exceeds model.block_size {}", m.label, o.prompt_tokens,
            m.config.block_size);
-  const ops::Backend<float>& backend = ops::backend_for(o.device, ops::Precision::fp32);
-  const bool on_cpu = o.device.kind == ops::Device::Kind::cpu;
-  const MachineRates before = measure_rates(on_cpu, backend);
-  const int threads = omp_get_max_threads();
-  if (!o.json) {
-    fmt::print("generate: B={} prompts of P={} tokens, N={} new tokens ({}), {} warm-up + {} "
-               "timed run(s) in {} round(s), medians; {}; before the runs: copy bandwidth "
-               "{:.1f} GB/s, {} {:.1f} GFLOP/s\n",
-               o.batch, o.prompt_tokens, o.new_tokens,
-               o.token_file.empty() ? "random prompt ids" : "prompts from " + o.token_file,
-               o.warmup, o.runs, o.rounds,
-               on_cpu ? fmt::format("{} threads", threads) : o.device.name(),
-               before.bandwidth / 1e9, on_cpu ? "sgemm" : "GEMM", before.flops / 1e9);
-    fmt::print("{:<22} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>8} | {:>7} {:>7} "
-               "{:>7} {:>7}\n",
-               "model", "prefill ms", "decode t/s", "total t/s", "KV MiB", "KV used", "peak MiB",
-               "BW bound", "FLOP bound", "op bound", "decode", "total", "KV", "peak");
-    std::fflush(stdout);
-  }
-  const std::vector<int32_t> prompts = draw_bench_prompts(
-      o.token_file, o.token_dtype, o.batch, o.prompt_tokens, o.models.front().config, o.seed);
+}
+
+// Every model's rounds (or one interleaved pass), then each result's bound fractions at the
+// machine's rates: the larger of each rate measured before and after the runs, since the
+// rates move while a long run goes on (another tenant, the clock); the stricter bound.
+std::vector<BenchResult> time_models(const GenerateBenchOptions& o,
+                                     const std::vector<int32_t>& prompts,
+                                     const ops::Backend<float>& backend, bool on_cpu,
+                                     const MachineRates& before, MachineRates& after) {
   std::vector<BenchResult> results(o.models.size());
   if (o.interleave) bench_interleaved(results, o, prompts, backend);
   for (int round = 0; round < (o.interleave ? 0 : o.rounds); ++round)
@@ -334,86 +324,131 @@ void run_generate_bench(const GenerateBenchOptions& o) {
         std::fprintf(stderr, "round %d/%d %s: decode %.1f tokens/s\n", round + 1, o.rounds,
                      results[i].label.c_str(), results[i].decode_tokens_per_second);
     }
-  // The machine's rates move while a long run goes on (another tenant, the clock): the bounds
-  // take the larger of each rate measured before and after the runs, the stricter bound.
-  const MachineRates after = measure_rates(on_cpu, backend);
+  after = measure_rates(on_cpu, backend);
   const MachineRates machine{std::max(before.bandwidth, after.bandwidth),
                              std::max(before.flops, after.flops)};
   for (BenchResult& r : results) set_bound_fractions(r, machine);
+  return results;
+}
+
+void print_table_head(const GenerateBenchOptions& o, const MachineRates& before, bool on_cpu) {
+  fmt::print("generate: B={} prompts of P={} tokens, N={} new tokens ({}), {} warm-up + {} "
+             "timed run(s) in {} round(s), medians; {}; before the runs: copy bandwidth "
+             "{:.1f} GB/s, {} {:.1f} GFLOP/s\n",
+             o.batch, o.prompt_tokens, o.new_tokens,
+             o.token_file.empty() ? "random prompt ids" : "prompts from " + o.token_file, o.warmup,
+             o.runs, o.rounds,
+             on_cpu ? fmt::format("{} threads", omp_get_max_threads()) : o.device.name(),
+             before.bandwidth / 1e9, on_cpu ? "sgemm" : "GEMM", before.flops / 1e9);
+  fmt::print("{:<22} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>8} | {:>7} {:>7} "
+             "{:>7} {:>7}\n",
+             "model", "prefill ms", "decode t/s", "total t/s", "KV MiB", "KV used", "peak MiB",
+             "BW bound", "FLOP bound", "op bound", "decode", "total", "KV", "peak");
+  std::fflush(stdout);
+}
+
+void print_table_row(const BenchResult& r, const BenchResult& ref) {
+  fmt::print("{:<22} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7.0f}% "
+             "{:>9.0f}% {:>7.0f}% | "
+             "{:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n",
+             r.label, 1e3 * r.prefill_seconds, r.decode_tokens_per_second,
+             r.total_tokens_per_second, double(r.kv_allocated) / 1048576.0,
+             double(r.kv_used) / 1048576.0, double(r.peak_rss) / 1048576.0, 100 * r.bound_fraction,
+             100 * r.flop_bound_fraction, 100 * r.op_bound_fraction,
+             ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second),
+             ratio(r.total_tokens_per_second, ref.total_tokens_per_second),
+             ratio(double(r.kv_allocated), double(ref.kv_allocated)),
+             ratio(double(r.peak_rss), double(ref.peak_rss)));
+}
+
+void print_table_notes(const GenerateBenchOptions& o, const std::vector<BenchResult>& results,
+                       const BenchResult& ref, const MachineRates& before,
+                       const MachineRates& after) {
+  fmt::print("ratios are to {}; KV = allocated cache (capacity P+N per row, plus the ring); "
+             "BW bound = (weights + cache rows in use, read once per step) / copy bandwidth, "
+             "FLOP bound = decode FLOPs (every slot's projections, the LM head, the attention "
+             "pairs) / GEMM rate (BLAS sgemm on the CPU, cuBLASLt on a GPU), op bound = the "
+             "projections and the attention each at the longer of their own memory and FLOP "
+             "times, added (the bound when they run one after the other), each as a fraction "
+             "of the measured decode time; the larger of BW and FLOP is the bound that "
+             "applies; rates before and after the runs: copy {:.1f} and {:.1f} GB/s, {:.1f} and "
+             "{:.1f} GFLOP/s (the bounds take the larger of each)\n",
+             ref.label, before.bandwidth / 1e9, after.bandwidth / 1e9, before.flops / 1e9,
+             after.flops / 1e9);
+  if (o.interleave)
+    fmt::print("interleaved: all models held at once, taking turns step by step; peak memory "
+               "is the whole process's\n");
+  else if (!results.front().peak_is_per_model)
+    fmt::print("peak memory is the process's high-water mark (could not reset it per model)\n");
+}
+
+void print_json(const GenerateBenchOptions& o, const BenchResult& r, const BenchResult& ref,
+                const MachineRates& before, const MachineRates& after) {
+  const double bandwidth = std::max(before.bandwidth, after.bandwidth);
+  const double flops = std::max(before.flops, after.flops);
+  const nlohmann::json j = {
+      {"model", r.label},
+      {"family", r.family},
+      {"window", r.window},
+      {"batch", o.batch},
+      {"prompt_tokens", o.prompt_tokens},
+      {"new_tokens", o.new_tokens},
+      {"threads", omp_get_max_threads()},
+      {"device", o.device.name()},
+      {"seconds", r.seconds},
+      {"prefill_seconds", r.prefill_seconds},
+      {"decode_seconds", r.decode_seconds},
+      {"total_tokens_per_second", r.total_tokens_per_second},
+      {"decode_tokens_per_second", r.decode_tokens_per_second},
+      {"kv_cache_allocated_bytes", r.kv_allocated},
+      {"kv_cache_used_bytes", r.kv_used},
+      {"peak_rss_bytes", r.peak_rss},
+      {"peak_rss_per_model", r.peak_is_per_model},
+      {"rss_end_of_decode_bytes", r.rss_end},
+      {"prefill_activation_bytes", r.activation_bytes},
+      {"copy_bandwidth_bytes_per_second", bandwidth},
+      {"copy_bandwidth_before_after", {before.bandwidth, after.bandwidth}},
+      {"decode_fraction_of_bandwidth_bound", r.bound_fraction},
+      {"gemm_flops_per_second", flops},
+      {"gemm_flops_before_after", {before.flops, after.flops}},
+      {"decode_fraction_of_flop_bound", r.flop_bound_fraction},
+      {"decode_fraction_of_op_bound", r.op_bound_fraction},
+      {"decode_bound", bound_name(r)},
+      {"reference", ref.label},
+      {"decode_ratio", ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second)},
+      {"total_ratio", ratio(r.total_tokens_per_second, ref.total_tokens_per_second)},
+      {"kv_ratio", ratio(double(r.kv_allocated), double(ref.kv_allocated))},
+      {"kv_used_ratio", ratio(double(r.kv_used), double(ref.kv_used))},
+      {"peak_ratio", ratio(double(r.peak_rss), double(ref.peak_rss))}};
+  fmt::print("{}\n", j.dump());
+}
+
+}  // namespace
+
+void run_generate_bench(const GenerateBenchOptions& o) {
+  check_generate_bench_options(o);
+  const ops::Backend<float>& backend = ops::backend_for(o.device, ops::Precision::fp32);
+  const bool on_cpu = o.device.kind == ops::Device::Kind::cpu;
+  const MachineRates before = measure_rates(on_cpu, backend);
+  if (!o.json) print_table_head(o, before, on_cpu);
+  const std::vector<int32_t> prompts = draw_bench_prompts(
+      o.token_file, o.token_dtype, o.batch, o.prompt_tokens, o.models.front().config, o.seed);
+  MachineRates after;
+  const std::vector<BenchResult> results = time_models(o, prompts, backend, on_cpu, before, after);
+  // Ratios are to the first standard model, else each model's own.
   const BenchResult* reference = nullptr;
   for (const BenchResult& r : results)
     if (!reference && r.family == "standard") reference = &r;
   for (const BenchResult& r : results) {
     const BenchResult& ref = reference ? *reference : r;
-    if (o.json) {
-      nlohmann::json j = {
-          {"model", r.label},
-          {"family", r.family},
-          {"window", r.window},
-          {"batch", o.batch},
-          {"prompt_tokens", o.prompt_tokens},
-          {"new_tokens", o.new_tokens},
-          {"threads", threads},
-          {"device", o.device.name()},
-          {"seconds", r.seconds},
-          {"prefill_seconds", r.prefill_seconds},
-          {"decode_seconds", r.decode_seconds},
-          {"total_tokens_per_second", r.total_tokens_per_second},
-          {"decode_tokens_per_second", r.decode_tokens_per_second},
-          {"kv_cache_allocated_bytes", r.kv_allocated},
-          {"kv_cache_used_bytes", r.kv_used},
-          {"peak_rss_bytes", r.peak_rss},
-          {"peak_rss_per_model", r.peak_is_per_model},
-          {"rss_end_of_decode_bytes", r.rss_end},
-          {"prefill_activation_bytes", r.activation_bytes},
-          {"copy_bandwidth_bytes_per_second", machine.bandwidth},
-          {"copy_bandwidth_before_after", {before.bandwidth, after.bandwidth}},
-          {"decode_fraction_of_bandwidth_bound", r.bound_fraction},
-          {"gemm_flops_per_second", machine.flops},
-          {"gemm_flops_before_after", {before.flops, after.flops}},
-          {"decode_fraction_of_flop_bound", r.flop_bound_fraction},
-          {"decode_fraction_of_op_bound", r.op_bound_fraction},
-          {"decode_bound", bound_name(r)},
-          {"reference", ref.label},
-          {"decode_ratio", ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second)},
-          {"total_ratio", ratio(r.total_tokens_per_second, ref.total_tokens_per_second)},
-          {"kv_ratio", ratio(double(r.kv_allocated), double(ref.kv_allocated))},
-          {"kv_used_ratio", ratio(double(r.kv_used), double(ref.kv_used))},
-          {"peak_ratio", ratio(double(r.peak_rss), double(ref.peak_rss))}};
-      fmt::print("{}\n", j.dump());
-    } else {
-      fmt::print("{:<22} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7.0f}% "
-                 "{:>9.0f}% {:>7.0f}% | "
-                 "{:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n",
-                 r.label, 1e3 * r.prefill_seconds, r.decode_tokens_per_second,
-                 r.total_tokens_per_second, double(r.kv_allocated) / 1048576.0,
-                 double(r.kv_used) / 1048576.0, double(r.peak_rss) / 1048576.0,
-                 100 * r.bound_fraction, 100 * r.flop_bound_fraction, 100 * r.op_bound_fraction,
-                 ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second),
-                 ratio(r.total_tokens_per_second, ref.total_tokens_per_second),
-                 ratio(double(r.kv_allocated), double(ref.kv_allocated)),
-                 ratio(double(r.peak_rss), double(ref.peak_rss)));
-    }
+    if (o.json)
+      print_json(o, r, ref, before, after);
+    else
+      print_table_row(r, ref);
     std::fflush(stdout);
   }
-  if (!o.json) {
-    fmt::print("ratios are to {}; KV = allocated cache (capacity P+N per row, plus the ring); "
-               "BW bound = (weights + cache rows in use, read once per step) / copy bandwidth, "
-               "FLOP bound = decode FLOPs (every slot's projections, the LM head, the attention "
-               "pairs) / GEMM rate (BLAS sgemm on the CPU, cuBLASLt on a GPU), op bound = the "
-               "projections and the attention each at the longer of their own memory and FLOP "
-               "times, added (the bound when they run one after the other), each as a fraction "
-               "of the measured decode time; the larger of BW and FLOP is the bound that "
-               "applies; rates before and after the runs: copy {:.1f} and {:.1f} GB/s, {:.1f} and "
-               "{:.1f} GFLOP/s (the bounds take the larger of each)\n",
-               reference ? reference->label : results.front().label, before.bandwidth / 1e9,
-               after.bandwidth / 1e9, before.flops / 1e9, after.flops / 1e9);
-    if (o.interleave)
-      fmt::print("interleaved: all models held at once, taking turns step by step; peak memory "
-                 "is the whole process's\n");
-    else if (!results.front().peak_is_per_model)
-      fmt::print("peak memory is the process's high-water mark (could not reset it per model)\n");
-  }
+  if (!o.json)
+    print_table_notes(o, results, reference ? *reference : results.front(), before, after);
 }
 
 }  // namespace sps

@@ -2,6 +2,7 @@
 #include <omp.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "bench/bench.h"
@@ -13,20 +14,34 @@
 
 namespace sps {
 
-void run_step_bench(const StepBenchOptions& o) {
+namespace {
+
+// What one `bench step` run measured.
+struct StepMeasurement {
+  int64_t batch = 0, tokens = 0;
+  std::string gemm_path;  // the backend's GEMMs, as it describes them
+  std::string gemm_name;  // the GEMM rate's yardstick
+  double gemm_gflops = 0;
+  double step_seconds = 0;  // median
+  double gflops = 0;
+  StepResult result;       // the last timed step's
+  double pairs_ratio = 0;  // attention pairs over dense causal ones
+  int64_t activation_bytes = 0, peak_rss_bytes = 0, allocations_per_step = 0;
+};
+
+StepMeasurement measure_step(const StepBenchOptions& o) {
   const ModelConfig& c = o.config;
-  const int64_t B = o.batch, T = o.tokens > 0 ? o.tokens : c.block_size;
+  StepMeasurement m;
+  const int64_t B = m.batch = o.batch, T = m.tokens = o.tokens > 0 ? o.tokens : c.block_size;
   const ops::Backend<float>& backend = ops::backend_for(o.device, o.precision);
   const bool on_cpu = o.device.kind == ops::Device::Kind::cpu;
   // The GEMM rate beside it: BLAS sgemm on the CPU; on a GPU the backend's own GEMM (cuBLASLt,
   // on bf16 operands with --precision bf16) at a size that fills it.
   const int64_t gemm_n = on_cpu ? 2048 : 8192;
-  const double gemm =
+  m.gemm_gflops =
       on_cpu ? measure_sgemm_gflops(gemm_n, 3) : measure_backend_gemm_gflops(backend, gemm_n, 5);
-  const std::string gemm_name =
-      on_cpu ? fmt::format("sgemm {}³", gemm_n)
-             : fmt::format("{} GEMM {}³", o.precision == ops::Precision::bf16 ? "bf16" : "fp32",
-                           gemm_n);
+  m.gemm_name = on_cpu ? fmt::format("sgemm {}³", gemm_n)
+                       : fmt::format("{} GEMM {}³", ops::precision_name(o.precision), gemm_n);
 
   Model<float> model(c, backend);
   model.init_weights(o.seed);
@@ -48,68 +63,87 @@ void run_step_bench(const StepBenchOptions& o) {
     backend.download(&probe, model.weights(), sizeof probe);
     return r;
   };
-  StepResult result;
-  for (int i = 0; i < o.warmup; ++i) result = step_once();
+  for (int i = 0; i < o.warmup; ++i) m.result = step_once();
   std::vector<double> seconds;
   seconds.reserve(o.steps);  // so the count below sees only the steps' own allocations
   const int64_t allocations_before = allocation_count();
   for (int i = 0; i < o.steps; ++i) {
     const double t0 = now_seconds();
-    result = step_once();
+    m.result = step_once();
     seconds.push_back(now_seconds() - t0);
   }
-  const int64_t step_allocations = (allocation_count() - allocations_before) / std::max(1, o.steps);
-  const double step = median(seconds);
+  m.allocations_per_step = (allocation_count() - allocations_before) / std::max(1, o.steps);
+  m.step_seconds = median(seconds);
   // The backward costs twice the forward (model/flops.h).
-  const double flops = training_step_flops(c, B, T, result.attention_pairs) / (o.forward_only ? 3 : 1);
-  const double gflops = flops / step / 1e9;
-  const double pairs_ratio = double(result.attention_pairs) / dense_causal_pairs(c, B, T);
+  const double flops =
+      training_step_flops(c, B, T, m.result.attention_pairs) / (o.forward_only ? 3 : 1);
+  m.gflops = flops / m.step_seconds / 1e9;
+  m.pairs_ratio = double(m.result.attention_pairs) / dense_causal_pairs(c, B, T);
+  m.activation_bytes = model.activation_bytes();
+  m.peak_rss_bytes = peak_rss_bytes();
+  m.gemm_path = backend.describe_gemms();  // after the steps: some backends choose at the first
+  return m;
+}
 
-  if (o.json) {
-    nlohmann::json j = {{"family", c.family},
-                        {"window", c.window_size},
-                        {"batch", B},
-                        {"tokens", T},
-                        {"device", o.device.name()},
-                        {"precision", o.precision == ops::Precision::bf16 ? "bf16" : "fp32"},
-                        {"gemm_path", backend.describe_gemms()},
-                        {"threads", omp_get_max_threads()},
-                        {"step_seconds", step},
-                        {"tokens_per_second", double(B * T) / step},
-                        {"gflops", gflops},
-                        {"gemm", gemm_name},
-                        {"gemm_gflops", gemm},
-                        {"fraction_of_gemm", gflops / gemm},
-                        {"attention_pairs", result.attention_pairs},
-                        {"attention_pairs_vs_dense_causal", pairs_ratio},
-                        {"parameters", c.parameter_count()},
-                        {"activation_bytes", model.activation_bytes()},
-                        {"peak_rss_bytes", peak_rss_bytes()},
-                        {"allocations_per_step", step_allocations},
-                        {"loss", result.loss}};
-    fmt::print("{}\n", j.dump());
-    return;
-  }
+void print_step_json(const StepBenchOptions& o, const StepMeasurement& m) {
+  const ModelConfig& c = o.config;
+  const nlohmann::json j = {{"family", c.family},
+                            {"window", c.window_size},
+                            {"batch", m.batch},
+                            {"tokens", m.tokens},
+                            {"device", o.device.name()},
+                            {"precision", ops::precision_name(o.precision)},
+                            {"gemm_path", m.gemm_path},
+                            {"threads", omp_get_max_threads()},
+                            {"step_seconds", m.step_seconds},
+                            {"tokens_per_second", double(m.batch * m.tokens) / m.step_seconds},
+                            {"gflops", m.gflops},
+                            {"gemm", m.gemm_name},
+                            {"gemm_gflops", m.gemm_gflops},
+                            {"fraction_of_gemm", m.gflops / m.gemm_gflops},
+                            {"attention_pairs", m.result.attention_pairs},
+                            {"attention_pairs_vs_dense_causal", m.pairs_ratio},
+                            {"parameters", c.parameter_count()},
+                            {"activation_bytes", m.activation_bytes},
+                            {"peak_rss_bytes", m.peak_rss_bytes},
+                            {"allocations_per_step", m.allocations_per_step},
+                            {"loss", m.result.loss}};
+  fmt::print("{}\n", j.dump());
+}
+
+void print_step_table(const StepBenchOptions& o, const StepMeasurement& m) {
+  const ModelConfig& c = o.config;
   fmt::print("family {} (w={})  L={} d={} H={} F={} V={}  params {:.2f}M\n", c.family,
              c.window_size, c.n_layer, c.hidden_size, c.n_head, c.intermediate_size,
              c.vocab_size, double(c.parameter_count()) / 1e6);
-  const char* precision = o.precision == ops::Precision::bf16 ? "bf16" : "fp32";
-  fmt::print("micro-batch {} x {} tokens, {}, median of {} {} after {} warm-up\n", B, T,
-             on_cpu ? fmt::format("{} threads, {}", omp_get_max_threads(), precision)
-                    : fmt::format("{} {}", o.device.name(), precision),
+  const char* precision = ops::precision_name(o.precision);
+  fmt::print("micro-batch {} x {} tokens, {}, median of {} {} after {} warm-up\n", m.batch,
+             m.tokens,
+             o.device.kind == ops::Device::Kind::cpu
+                 ? fmt::format("{} threads, {}", omp_get_max_threads(), precision)
+                 : fmt::format("{} {}", o.device.name(), precision),
              o.steps, o.forward_only ? "forwards (no backward)" : "steps", o.warmup);
-  if (const std::string gemms = backend.describe_gemms(); !gemms.empty())
-    fmt::print("  {}\n", gemms);
-  fmt::print("  step time            {:.3f} s\n", step);
-  fmt::print("  input tokens/s       {:.0f}\n", double(B * T) / step);
-  fmt::print("  model GFLOP/s        {:.1f}  ({:.0f}% of {} at {:.1f} GFLOP/s)\n", gflops,
-             100 * gflops / gemm, gemm_name, gemm);
+  if (!m.gemm_path.empty()) fmt::print("  {}\n", m.gemm_path);
+  fmt::print("  step time            {:.3f} s\n", m.step_seconds);
+  fmt::print("  input tokens/s       {:.0f}\n", double(m.batch * m.tokens) / m.step_seconds);
+  fmt::print("  model GFLOP/s        {:.1f}  ({:.0f}% of {} at {:.1f} GFLOP/s)\n", m.gflops,
+             100 * m.gflops / m.gemm_gflops, m.gemm_name, m.gemm_gflops);
   fmt::print("  attention pairs      {} ({:.3f}x dense causal over the same slots)\n",
-             result.attention_pairs, pairs_ratio);
+             m.result.attention_pairs, m.pairs_ratio);
   fmt::print("  activations          {:.1f} MiB, peak RSS {:.1f} MiB\n",
-             double(model.activation_bytes()) / 1048576.0, double(peak_rss_bytes()) / 1048576.0);
-  fmt::print("  allocations per step {}\n", step_allocations);
-  fmt::print("  loss                 {:.4f}\n", result.loss);
+             double(m.activation_bytes) / 1048576.0, double(m.peak_rss_bytes) / 1048576.0);
+  fmt::print("  allocations per step {}\n", m.allocations_per_step);
+  fmt::print("  loss                 {:.4f}\n", m.result.loss);
+}
+
+}  // namespace
+
+void run_step_bench(const StepBenchOptions& o) {
+  const StepMeasurement m = measure_step(o);
+  if (o.json)
+    print_step_json(o, m);
+  else
+    print_step_table(o, m);
 }
 
 }  // namespace sps

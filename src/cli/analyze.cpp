@@ -245,7 +245,10 @@ void run_gradients(const GradientArgs& a) {
   if (int64_t(seqs.tokens.size()) < c.count)
     note(c, fmt::format("only {} documents of {} have {} tokens; using them all",
                         seqs.tokens.size(), data->path(), window + 1));
-  analysis::GradientRoutingOptions options{a.target_begin, a.target_end, a.max_k, c.batch};
+  const analysis::GradientRoutingOptions options{.target_begin = a.target_begin,
+                                                 .target_end = a.target_end,
+                                                 .max_k = a.max_k,
+                                                 .batch = c.batch};
   if (a.target_end > window || a.max_k > window - 1 - a.target_begin)
     note(c, fmt::format("targets cut to [{}, {}) and k to {} by the window of {} tokens",
                         a.target_begin, std::min(a.target_end, window),

@@ -7,15 +7,6 @@
 
 namespace sps {
 
-const char* stop_reason_name(StopReason reason) {
-  switch (reason) {
-    case StopReason::eos: return "eos";
-    case StopReason::stop_string: return "stop";
-    case StopReason::length: return "length";
-  }
-  return "length";
-}
-
 Generator::Generator(Model<float>& model, const BpeTokenizer* tokenizer, GenerationOptions options)
     : model_(model),
       tokenizer_(tokenizer),
@@ -50,11 +41,34 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int32_
   return run.results();
 }
 
+namespace {
+
+// Prompt `b` as it is fed: [EOS] when empty; every id one the model can be fed; at most
+// block_size tokens, keeping the last ones when `truncate_left`, else an error.
+std::vector<int32_t> checked_prompt(const std::vector<int32_t>& ids, int64_t b,
+                                    const ModelConfig& c, bool truncate_left) {
+  std::vector<int32_t> prompt = ids.empty() ? std::vector<int32_t>{c.eos_token_id} : ids;
+  for (int32_t id : prompt)
+    if (id < 0 || id >= c.vocab_size || id == c.pad_token_id || id == c.predict_token_id)
+      fail("prompt {}: id {} cannot be fed (ids are in [0, {}), not PAD {} or PREDICT {})", b, id,
+           c.vocab_size, c.pad_token_id, c.predict_token_id);
+  if (int64_t(prompt.size()) > c.block_size) {
+    if (!truncate_left)
+      fail("prompt {} is {} tokens, longer than the model's context of {} tokens "
+           "(model.block_size); shorten it or truncate it on the left (--truncate left)",
+           b, prompt.size(), c.block_size);
+    prompt.erase(prompt.begin(), prompt.end() - c.block_size);
+  }
+  return prompt;
+}
+
+}  // namespace
+
 GenerationRun::GenerationRun(Generator& generator, const std::vector<std::vector<int32_t>>& prompts)
     : generator_(generator) {
   const GenerationOptions& options = generator.options_;
   const ModelConfig& c = generator.model_.config();
-  const int64_t B = int64_t(prompts.size()), V = c.vocab_size, N = options.max_new_tokens;
+  const int64_t B = int64_t(prompts.size()), N = options.max_new_tokens;
   stats_.batch = B;
   out_.resize(B);
   done_ = B == 0;
@@ -62,22 +76,11 @@ GenerationRun::GenerationRun(Generator& generator, const std::vector<std::vector
 
   int64_t P = 1;
   for (int64_t b = 0; b < B; ++b) {
-    std::vector<int32_t>& prompt = out_[b].prompt;
-    prompt = prompts[b].empty() ? std::vector<int32_t>{c.eos_token_id} : prompts[b];
-    for (int32_t id : prompt)
-      if (id < 0 || id >= V || id == c.pad_token_id || id == c.predict_token_id)
-        fail("prompt {}: id {} cannot be fed (ids are in [0, {}), not PAD {} or PREDICT {})", b, id,
-             V, c.pad_token_id, c.predict_token_id);
-    if (int64_t(prompt.size()) > c.block_size) {
-      if (!options.truncate_left)
-        fail("prompt {} is {} tokens, longer than the model's context of {} tokens "
-             "(model.block_size); shorten it or truncate it on the left (--truncate left)",
-             b, prompt.size(), c.block_size);
-      prompt.erase(prompt.begin(), prompt.end() - c.block_size);
-      out_[b].truncated = true;
-    }
-    P = std::max<int64_t>(P, int64_t(prompt.size()));
-    stats_.prompt_tokens += int64_t(prompt.size());
+    Generation& g = out_[b];
+    g.prompt = checked_prompt(prompts[b], b, c, options.truncate_left);
+    g.truncated = g.prompt.size() < prompts[b].size();
+    P = std::max<int64_t>(P, int64_t(g.prompt.size()));
+    stats_.prompt_tokens += int64_t(g.prompt.size());
   }
   done_ = N == 0;
   if (done_) return;
@@ -93,8 +96,12 @@ GenerationRun::GenerationRun(Generator& generator, const std::vector<std::vector
   shape.max_new_tokens = N;  // N − 1 steps are needed; one spare keeps the bound simple
   shape.prefill_rows = options.prefill_rows;
   decoder_ = std::make_unique<Decoder<float>>(generator.model_, shape);
+  const StopRule rule{.eos_token_id = c.eos_token_id,
+                      .stop_at_eos = options.stop_at_eos,
+                      .max_new_tokens = N,
+                      .stop_strings = options.stop_strings};
   for (int64_t b = 0; b < B; ++b) {
-    streams_.emplace_back(options.stop_strings);
+    stops_.emplace_back(rule, generator.tokenizer_);
     rngs_.push_back(TokenSampler::row_rng(options.sampling.seed, b));
   }
   samplers_.assign(B, &generator.sampler_);
@@ -130,30 +137,17 @@ const std::vector<GeneratedToken>& GenerationRun::step() {
     const int32_t token = next_[b];
     Generation& g = out_[b];
     std::string& text = texts_[b];
-    text.clear();
     g.tokens.push_back(token);
     if (options.logprobs >= 0)
       g.logprobs.push_back(token_logprob(decoder_->logits() + b * V, V, token, options.logprobs,
                                          tokenizer ? tokenizer->vocab_size() : V));
     ++stats_.generated_tokens;
-    if (token == c.eos_token_id && options.stop_at_eos) {
-      g.stop_reason = StopReason::eos;
+    RowStop& stop = stops_[b];
+    text = stop.push(token);
+    if (stop.stopped()) {
+      g.stop_reason = stop.reason();
+      g.text = stop.text();
       row_done_[b] = 1;
-    } else if (tokenizer) {
-      const uint32_t id = uint32_t(token);
-      text = streams_[b].push(tokenizer->decode({&id, 1}));
-      if (streams_[b].stopped()) {
-        g.stop_reason = StopReason::stop_string;
-        row_done_[b] = 1;
-      }
-    }
-    if (!row_done_[b] && int64_t(g.tokens.size()) >= options.max_new_tokens) {
-      g.stop_reason = StopReason::length;
-      row_done_[b] = 1;
-    }
-    if (row_done_[b]) {
-      text += streams_[b].finish();
-      g.text = streams_[b].text();
     } else {
       ++active;
     }

@@ -8,8 +8,8 @@
 // Prompts: an empty prompt becomes [EOS], so generation starts a new document; a prompt
 // longer than the model's block_size is an error unless truncate_left keeps its last
 // block_size tokens. Generation may run past block_size (see decoder.h).
-// A row stops at EOS (unless stop_at_eos is off: then EOS starts a new document and the
-// row goes on), at a stop string, or after max_new_tokens tokens.
+// A row stops as infer/stop_rule.h says: at EOS (unless stop_at_eos is off), at a stop string,
+// or after max_new_tokens tokens.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "infer/text_stream.h"
+#include "infer/stop_rule.h"
 #include "infer/token_logprob.h"
 #include "infer/token_sampler.h"
 #include "model/decoder.h"
@@ -35,9 +35,6 @@ struct GenerationOptions {
   int64_t prefill_rows = 0;    // rows per prefill forward (0: as DecoderShape chooses)
   int64_t logprobs = -1;       // -1: none; else each token's logprob and this many alternatives
 };
-
-enum class StopReason { eos, stop_string, length };
-const char* stop_reason_name(StopReason reason);  // "eos" | "stop" | "length"
 
 struct Generation {
   std::vector<int32_t> prompt;   // the ids fed (after truncation; [EOS] for an empty prompt)
@@ -112,7 +109,7 @@ class GenerationRun {
   std::vector<Generation> out_;
   GenerationStats stats_;
   std::unique_ptr<Decoder<float>> decoder_;
-  std::vector<TextStream> streams_;
+  std::vector<RowStop> stops_;  // one for every row
   std::vector<Rng> rngs_;
   std::vector<const TokenSampler*> samplers_;  // one for every row
   std::vector<Rng*> row_rngs_;

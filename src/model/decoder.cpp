@@ -256,7 +256,7 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   attn.head_dim = D_;
   attn.persistent_stream = persistent_stream_;
   attn.window = c.window_size;
-  attn.persistent_window = c.persistent_key_window;
+  attn.persistent_key_window = c.persistent_key_window;
   attn.persistent_capacity = cache_.shape().persistent_capacity;
   attn.ring_capacity = ring_capacity;
   // Counted from the host's lengths: a device backend is never asked for a count.

@@ -387,7 +387,7 @@ ops::AttentionLayout Model<T>::attention_layout() const {
   attn.streams = family_.streams();
   attn.persistent_stream = family_.persistent_stream();
   attn.window = config_.window_size;
-  attn.persistent_window = config_.persistent_key_window;
+  attn.persistent_key_window = config_.persistent_key_window;
   attn.heads = config_.n_head;
   attn.head_dim = config_.head_dim();
   attn.doc = doc_.data();

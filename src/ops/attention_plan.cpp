@@ -19,7 +19,7 @@ void fill_row_bounds(int32_t* lo, int32_t* hi, const AttentionLayout& L, const i
                      int64_t query_stream, int64_t key_stream) {
   const int64_t T = L.tokens;
   const bool persistent = key_stream == L.persistent_stream;
-  int64_t reach = persistent ? L.persistent_window : L.window;
+  int64_t reach = persistent ? L.persistent_key_window : L.window;
   if ((persistent && reach < 0) || reach > T) reach = T;  // no limit within the sequence
   const int64_t same_token = key_stream > query_stream ? 1 : 0;
   for (int64_t i = 0; i < T; ++i) {

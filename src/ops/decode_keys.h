@@ -19,7 +19,7 @@ struct TokenKeys {
 
 inline TokenKeys token_keys(const DecodeAttentionLayout& L, int64_t b, int64_t t) {
   TokenKeys k;
-  const int64_t omega = L.persistent_window;
+  const int64_t omega = L.persistent_key_window;
   k.persistent_end = L.persistent_end ? L.persistent_end[b] : 0;
   k.persistent_begin =
       omega >= 0 ? std::clamp<int64_t>(k.persistent_end + t - omega, 0, k.persistent_end) : 0;

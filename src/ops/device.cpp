@@ -37,6 +37,10 @@ Precision parse_precision(const std::string& text, const std::string& what) {
   fail("{}: '{}' is not a precision; expected fp32 or bf16", what, text);
 }
 
+const char* precision_name(Precision precision) {
+  return precision == Precision::bf16 ? "bf16" : "fp32";
+}
+
 CudaStatus cuda_status() {
   CudaStatus status;
 #if SPS_WITH_CUDA

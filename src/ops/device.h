@@ -23,6 +23,8 @@ Device parse_device(const std::string& text, const std::string& what);
 
 // "fp32" or "bf16"; anything else is a UserError naming `what`.
 Precision parse_precision(const std::string& text, const std::string& what);
+// The name parse_precision reads: "fp32" or "bf16".
+const char* precision_name(Precision precision);
 
 // The GPUs of this machine as this build sees them.
 struct GpuInfo {

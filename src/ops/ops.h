@@ -1,8 +1,13 @@
 #pragma once
-// The tensor operations the model is written against. Every op has a forward and an
-// explicit backward. Pointers are to the backend's memory; shapes are in the comments,
+// The tensor operations the model is written against. The ops of training come as a forward
+// and an explicit backward (linear, embedding, RMSNorm, RoPE, SwiGLU, cross-entropy,
+// attention); the rest run one way: the optimizer's (adamw_update, sum_squares), the row
+// copies, and inference's (top-k rows, decode attention, the decode and packed linears, the
+// packed embedding). Pointers are to the backend's memory; shapes are in the comments,
 // row-major, [rows, cols]. CPU implementations live in ops/cpu/ and are instantiated for
-// float (training) and double (tests). A CUDA backend implements the same declarations.
+// float (training) and double (tests). Other backends implement the virtuals of Backend<T>
+// (backend.h) that the model calls on them: the CUDA backend runs them in float, without the
+// packed layout (its weights stay in rows, packed_panel_rows() == 0).
 //
 // Conventions: "accumulate" arguments choose between out = f(...) and out += f(...).
 // Gradients of parameters are always accumulated (+=), so a step's micro-batches add up.
@@ -135,7 +140,7 @@ void top_k_rows(int32_t* ids, T* values, int32_t* first_nonfinite, const T* x, i
 //   causal:   j < i, or j == i and b <= a (input before predict);
 //   document: doc[j] == doc[i];
 //   window:   b == persistent_stream, or i − j <= window;
-//   ω:        when persistent_window >= 0, a persistent key also needs i − j <= ω.
+//   ω:        when persistent_key_window >= 0, a persistent key also needs i − j <= ω.
 // A tile of a blocked attention kernel (attention_plan.h): no visible pair, some, or all.
 enum class TileKind : uint8_t { skipped = 0, partial = 1, full = 2 };
 
@@ -145,7 +150,7 @@ struct AttentionLayout {
   int64_t streams = 1;            // slots per sequence S = streams · T
   int64_t persistent_stream = 0;  // which stream's keys persist (0 = input)
   int64_t window = 0;             // w, in tokens, for the other stream's keys
-  int64_t persistent_window = -1; // ω, or -1 for none
+  int64_t persistent_key_window = -1;  // ω, or -1 for none
   int64_t heads = 0;              // H
   int64_t head_dim = 0;           // D
   const int32_t* doc = nullptr;        // [B, T] document id of each token
@@ -244,7 +249,7 @@ struct DecodeAttentionLayout {
   int64_t head_dim = 0;             // D
   int64_t persistent_stream = 0;    // which of a token's rows persists (0 = input)
   int64_t window = 0;               // w, in tokens, for the other row's keys (Q = 2)
-  int64_t persistent_window = -1;   // ω, or -1 for none
+  int64_t persistent_key_window = -1;  // ω, or -1 for none
   int64_t persistent_capacity = 0;  // rows per (sequence, head) of the persistent arrays
   int64_t ring_capacity = 0;        // rows per (sequence, head) of the ring arrays (0: none)
   const int64_t* persistent_end = nullptr;  // [B] persistent rows cached

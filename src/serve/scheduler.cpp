@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "infer/text_stream.h"
+#include "infer/stop_rule.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 
@@ -59,8 +59,7 @@ struct Scheduler::Row {
   std::shared_ptr<Job> job;
   int64_t choice = 0;
   Rng rng{0};
-  TextStream stream;
-  int64_t generated = 0;
+  RowStop stop;
   int32_t next_token = 0;
   double last_token_at = 0;
   bool done = false;
@@ -236,15 +235,17 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
     decode_turn();
     ++metrics_.decode_steps_during_prefill;
   });
+  const StopRule rule{.eos_token_id = model_.config().eos_token_id,
+                      .stop_at_eos = job->stop_at_eos,
+                      .max_new_tokens = job->max_tokens,
+                      .stop_strings = job->stop};
   for (int64_t i = 0; i < job->n; ++i) {
     const int64_t r = int64_t(rows_.size());
     decoder_->fork(r, *prefill_decoder_, 0);
-    Row row;
-    row.job = job;
-    row.choice = i;
-    row.rng = TokenSampler::row_rng(job->sampler->options().seed, i);
-    row.stream = TextStream(job->stop);
-    rows_.push_back(std::move(row));
+    rows_.push_back(Row{.job = job,
+                        .choice = i,
+                        .rng = TokenSampler::row_rng(job->sampler->options().seed, i),
+                        .stop = RowStop(rule, &tokenizer_)});
   }
 }
 
@@ -308,31 +309,17 @@ void Scheduler::sample_rows() {
     u.tokens.push_back(job.logprobs >= 0
                            ? token_logprob(decoder_->logits() + r * V, token, job.logprobs)
                            : TokenLogprob{token, 0, {}});
-    ++row.generated;
     ++metrics_.generated_tokens;
-    if (row.generated == 1)
+    if (row.stop.generated() == 0)
       metrics_.time_to_first_token.observe(now - job.submitted_at_);
     else
       metrics_.inter_token_latency.observe(now - row.last_token_at);
     row.last_token_at = now;
-    if (token == c.eos_token_id && job.stop_at_eos) {
-      u.reason = StopReason::eos;
-      row.done = true;
-    } else {
-      const uint32_t id = uint32_t(token);
-      u.text = row.stream.push(tokenizer_.decode({&id, 1}));
-      if (row.stream.stopped()) {
-        u.reason = StopReason::stop_string;
-        row.done = true;
-      }
-    }
-    if (!row.done && row.generated >= job.max_tokens) {
-      u.reason = StopReason::length;
-      row.done = true;
-    }
-    if (row.done) {
-      u.text += row.stream.finish();
+    u.text = row.stop.push(token);
+    if (row.stop.stopped()) {
+      u.reason = row.stop.reason();
       u.finished = true;
+      row.done = true;
     }
     row.next_token = token;
     job.post(std::move(u));

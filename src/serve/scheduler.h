@@ -11,11 +11,11 @@
 //
 // Same tokens as `sps generate`: a job's prompt is prefilled alone (batch 1, the same
 // training forward as `sps generate` of that prompt); choice i samples with its own sampler
-// stream TokenSampler::row_rng(seed, i) (row i of `sps generate`), stops at EOS, a stop
-// string or max_tokens as the generator does; decode steps compute each row independently
-// of the others (the block projections over packed weights for any number of rows,
-// ops::linear_packed_forward; the LM head streams up to 16 rows, ops::linear_decode_forward,
-// and more go to BLAS, which is not promised to be row-independent).
+// stream TokenSampler::row_rng(seed, i) (row i of `sps generate`), stops by the generator's
+// rule (infer/stop_rule.h, max_tokens its length); on the CPU, decode steps compute each row
+// independently of the others (the block projections and the tied LM head multiply packed
+// weights, ops::linear_packed_forward, whose every output is the same chain of operations
+// whatever the number of rows; a GPU's GEMMs promise no such thing).
 //
 // Prompts are prefilled whole: splitting one prompt's tokens over several turns (extends)
 // gives slightly different floating-point logits than `sps generate`'s prefill, so the

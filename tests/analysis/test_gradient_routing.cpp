@@ -28,7 +28,7 @@ std::vector<double> slot_norms(Model<double>& model, const std::vector<int32_t>&
   weight[size_t(q)] = 1.0;
   SlotGradientNorms<double> norms(model, 1, W);
   model.forward_backward(seq.data(), seq.data() + 1, 1, W, 1.0,
-                         BackwardOptions<double>{weight.data(), &norms});
+                         BackwardOptions<double>{.loss_weight = weight.data(), .observer = &norms});
   std::vector<double> out;
   const int64_t slots = model.family().streams() * W;
   for (int64_t s = 0; s < slots; ++s) out.push_back(norms.slot_norm(s));
@@ -44,7 +44,8 @@ TEST_P(RoutingFamilies, EqualsOneBackwardPerTargetAndK) {
   randomize_weights(model, 41);
   const int64_t W = c.block_size;
   const Sequences seqs = random_sequences(c, 3, W, 50);
-  GradientRoutingOptions options{2, 8, 20, 2};  // 3 sequences in batches of 2
+  GradientRoutingOptions options{
+      .target_begin = 2, .target_end = 8, .max_k = 20, .batch = 2};  // 3 sequences in batches of 2
   const GradientRoutingResult r = measure_gradient_routing(model, seqs, options);
   EXPECT_EQ(r.max_k, W - 1 - 2);  // cut to the window
   EXPECT_EQ(r.targets, 3 * 6);
@@ -100,7 +101,9 @@ TEST(GradientRouting, ZeroPresentGradientIsLeftOut) {
   Model<double> model(c);
   randomize_weights(model, 43);
   const Sequences seqs = random_sequences(c, 1, c.block_size, 60);
-  const auto r = measure_gradient_routing(model, seqs, GradientRoutingOptions{1, 6, 4, 1});
+  const auto r = measure_gradient_routing(
+      model, seqs,
+      GradientRoutingOptions{.target_begin = 1, .target_end = 6, .max_k = 4, .batch = 1});
   ASSERT_EQ(r.streams.size(), 2u);
   EXPECT_EQ(r.streams[0].all.zero_present, 0);
   EXPECT_EQ(r.streams[1].all.zero_present, 5);

@@ -130,7 +130,7 @@ TEST_P(ObserverFamilies, ContributionsSumToEveryParameterGradient) {
   SlotGradientNorms<double> norms(model, B, T);
   TeeObserver both(full, norms);
   model.zero_grads();
-  model.forward_backward(x.data(), y.data(), B, T, 1.0, BackwardOptions<double>{nullptr, &both});
+  model.forward_backward(x.data(), y.data(), B, T, 1.0, BackwardOptions<double>{.observer = &both});
   for (const auto& e : model.params().entries()) {
     double norm = 0;
     for (int64_t k = 0; k < e.numel; ++k) norm += std::abs(model.grads()[e.offset + k]);
@@ -168,7 +168,8 @@ TEST(OneHotLossWeight, BackpropagatesOnePositionsNll) {
     std::fill(weight.begin(), weight.end(), 0.0);
     weight[size_t(p)] = 1.0;
     model.zero_grads();
-    model.forward_backward(x.data(), y.data(), 1, T, 1.0, BackwardOptions<double>{weight.data()});
+    model.forward_backward(x.data(), y.data(), 1, T, 1.0,
+                           BackwardOptions<double>{.loss_weight = weight.data()});
     for (int64_t k = 0; k < n; ++k) combined[size_t(k)] += model.grads()[k] / double(full.kept);
     if (p == q) single_q.assign(model.grads(), model.grads() + n);
   }
@@ -176,7 +177,7 @@ TEST(OneHotLossWeight, BackpropagatesOnePositionsNll) {
 
   std::vector<double> nll(static_cast<size_t>(T), 0.0);
   auto nll_q = [&] {
-    model.forward(x.data(), y.data(), 1, T, ForwardOptions{nll.data(), nullptr});
+    model.forward(x.data(), y.data(), 1, T, ForwardOptions{.nll = nll.data()});
     return nll[size_t(q)];
   };
   for (const auto& e : model.params().entries())

@@ -22,7 +22,7 @@ inline bool reference_visible(const ops::AttentionLayout& layout, const int32_t*
   const bool persistent_key = b == layout.persistent_stream;
   const bool in_window = persistent_key || i - j <= layout.window;
   const bool in_persistent_window =
-      !persistent_key || layout.persistent_window < 0 || i - j <= layout.persistent_window;
+      !persistent_key || layout.persistent_key_window < 0 || i - j <= layout.persistent_key_window;
   return causal && same_document && in_window && in_persistent_window;
 }
 
@@ -35,7 +35,7 @@ inline ops::AttentionLayout mask_layout(int64_t B, int64_t T, int64_t streams, i
   l.streams = streams;
   l.persistent_stream = persistent;
   l.window = window;
-  l.persistent_window = omega;
+  l.persistent_key_window = omega;
   l.heads = 1;
   l.head_dim = 1;
   return l;

@@ -85,7 +85,7 @@ inline DecodeCache make_decode_cache(const DecodeCacheCase& c) {
   l.head_dim = D;
   l.persistent_stream = c.persistent_stream;
   l.window = c.window;
-  l.persistent_window = c.omega;
+  l.persistent_key_window = c.omega;
   l.persistent_capacity = Cp;
   l.ring_capacity = Cr;
   l.persistent_end = x.persistent_end.data();

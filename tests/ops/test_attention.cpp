@@ -45,7 +45,7 @@ struct AttentionCase {
     return "B=" + std::to_string(l.batch) + " T=" + std::to_string(l.tokens) +
            " streams=" + std::to_string(l.streams) +
            " persistent=" + std::to_string(l.persistent_stream) + " w=" + std::to_string(l.window) +
-           " omega=" + std::to_string(l.persistent_window) + " H=" + std::to_string(l.heads) +
+           " omega=" + std::to_string(l.persistent_key_window) + " H=" + std::to_string(l.heads) +
            " D=" + std::to_string(l.head_dim) + (use_doc ? " docs" : " no-docs");
   }
 };
@@ -59,7 +59,7 @@ AttentionCase make_case(int64_t B, int64_t T, int64_t streams, int64_t persisten
   c.layout.streams = streams;
   c.layout.persistent_stream = persistent;
   c.layout.window = window;
-  c.layout.persistent_window = omega;
+  c.layout.persistent_key_window = omega;
   c.layout.heads = H;
   c.layout.head_dim = D;
   const int pads = int(rng() % 3), boundaries = int(rng() % 5) * 2;

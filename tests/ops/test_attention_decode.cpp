@@ -55,7 +55,7 @@ void check_decode(const DecodeCase& c, uint64_t seed, double tolerance) {
     layout.streams = c.streams;
     layout.persistent_stream = c.persistent_stream;
     layout.window = c.window;
-    layout.persistent_window = c.omega;
+    layout.persistent_key_window = c.omega;
     layout.heads = H;
     layout.head_dim = D;
     std::vector<int32_t> doc(Tb), doc_start(Tb);
@@ -109,7 +109,7 @@ void check_decode(const DecodeCase& c, uint64_t seed, double tolerance) {
   layout.head_dim = D;
   layout.persistent_stream = c.persistent_stream;
   layout.window = c.window;
-  layout.persistent_window = c.omega;
+  layout.persistent_key_window = c.omega;
   layout.persistent_capacity = Cp;
   layout.ring_capacity = Cr;
   layout.persistent_end = p_end.data();

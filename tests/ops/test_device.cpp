@@ -37,6 +37,12 @@ TEST(Device, PrecisionIsFp32OrBf16) {
         << bad;
 }
 
+TEST(Device, PrecisionNameIsWhatParsePrecisionReads) {
+  for (ops::Precision p : {ops::Precision::fp32, ops::Precision::bf16})
+    EXPECT_EQ(ops::parse_precision(ops::precision_name(p), "x"), p);
+  EXPECT_STREQ(ops::precision_name(ops::Precision::bf16), "bf16");
+}
+
 TEST(Device, CpuIsAlwaysUsable) {
   EXPECT_NO_THROW(ops::require_device(Device{}, "--device", "sps train"));
 }

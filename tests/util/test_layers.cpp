@@ -4,6 +4,7 @@
 // frontends (cli/, python/) sit on top of all of it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -102,6 +103,41 @@ TEST(Layers, FrontendsSitOnTop) {
     }
   }
   EXPECT_GT(python_files, 5);
+}
+
+// docs/architecture.md's table of areas says what each links (third column) and lists the
+// areas top down; both must be CMakeLists.txt's: the links exactly (besides util), and every
+// linked area in a later row.
+TEST(Layers, ArchitectureTableIsTheLinkOrder) {
+  const auto links = declared_links();
+  std::ifstream in(kSourceDir / "docs/architecture.md");
+  const std::regex row(R"(^\|[^|]*\| `src/(\w+)/` \| ([^|]*) \|)");
+  std::vector<std::string> order;
+  std::map<std::string, std::set<std::string>> documented;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, row)) continue;
+    const std::string area = m[1];
+    order.push_back(area);
+    std::set<std::string>& said = documented[area];
+    const std::regex name(R"(\b[a-z]+\b)");
+    const std::string column = m[2];
+    for (auto it = std::sregex_iterator(column.begin(), column.end(), name);
+         it != std::sregex_iterator(); ++it)
+      said.insert(it->str());
+  }
+  ASSERT_GE(order.size(), 12u) << "the table of areas was not found in docs/architecture.md";
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::string& area = order[i];
+    if (area == "cli" || area == "python" || area == "ops") continue;  // every area; backends
+    ASSERT_TRUE(links.count(area)) << area << " has no sps_area line";
+    std::set<std::string> linked = links.at(area);
+    linked.erase("util");
+    EXPECT_EQ(documented[area], linked) << "docs/architecture.md: what " << area << " links";
+    for (const std::string& d : linked)
+      EXPECT_TRUE(std::find(order.begin() + i + 1, order.end(), d) != order.end())
+          << "docs/architecture.md lists " << d << " above " << area << ", which links it";
+  }
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Family-masked attention on CPU, flash-style (DESIGN.md "Flash-style attention").
+// Family-masked attention on CPU, flash-style (docs/architecture.md, "The model in one page").
 //
 // Work is cut into query tiles of kAttentionQueryTile tokens of one stream. For each tile
 // and key stream the visible keys lie in one token range (attention_tiles.h); it is walked in
@@ -105,7 +105,7 @@ int64_t set_key_bounds(const AttentionLayout& L, const TileGeometry& g, int64_t 
   using Int = typename Simd<T>::Int;
   const bool persistent = key_stream == L.persistent_stream;
   // i − j ≤ reach; reach ≥ T means no limit (and keeps the lane arithmetic in range).
-  int64_t reach = persistent ? L.persistent_window : L.window;
+  int64_t reach = persistent ? L.persistent_key_window : L.window;
   if (persistent && reach < 0) reach = L.tokens;
   reach = std::min(reach, L.tokens);
   const int64_t same_token = key_stream <= g.stream ? 0 : 1;  // input before predict

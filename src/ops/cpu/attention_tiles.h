@@ -34,8 +34,8 @@ inline AttentionKeyRange attention_key_range(const AttentionLayout& layout, int6
   int64_t begin = doc_min > 0 ? doc_min : 0;
   if (key_stream != layout.persistent_stream) {
     if (i0 - layout.window > begin) begin = i0 - layout.window;
-  } else if (layout.persistent_window >= 0) {
-    if (i0 - layout.persistent_window > begin) begin = i0 - layout.persistent_window;
+  } else if (layout.persistent_key_window >= 0) {
+    if (i0 - layout.persistent_key_window > begin) begin = i0 - layout.persistent_key_window;
   }
   return {begin, i1};
 }

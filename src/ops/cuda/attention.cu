@@ -79,8 +79,8 @@ void split_decode(float* out, const float* qkv, const float* persistent_k,
                   const float* persistent_v, const float* ring_k, const float* ring_v,
                   const DecodeAttentionLayout& l) {
   const int64_t persistent_rows =
-      l.persistent_window >= 0 && l.persistent_window < l.persistent_capacity
-          ? l.persistent_window
+      l.persistent_key_window >= 0 && l.persistent_key_window < l.persistent_capacity
+          ? l.persistent_key_window
           : l.persistent_capacity;
   const int64_t ring_rows = l.window < l.ring_capacity ? l.window : l.ring_capacity;
   const int64_t splits =

@@ -23,7 +23,7 @@ constexpr int kMaxPerLane = 8;  // head_dim <= 32 · 8 = 256
 
 // The layout's scalars, passed by value to the kernels.
 struct Mask {
-  int64_t batch, tokens, streams, persistent_stream, window, persistent_window, heads, head_dim;
+  int64_t batch, tokens, streams, persistent_stream, window, persistent_key_window, heads, head_dim;
   const int32_t* doc;  // [B, T] or null (one document)
 
   __device__ int64_t slots() const { return streams * tokens; }
@@ -31,7 +31,7 @@ struct Mask {
   // windowed stream, ω or everything for the persistent one.
   __device__ int64_t reach(int64_t kb) const {
     if (kb != persistent_stream) return window;
-    return persistent_window >= 0 ? persistent_window : tokens;
+    return persistent_key_window >= 0 ? persistent_key_window : tokens;
   }
   // Query (stream a, token i) sees key (stream kb, token j) of the same sequence `seq`.
   __device__ bool visible(int64_t seq, int64_t a, int64_t i, int64_t kb, int64_t j) const {
@@ -42,7 +42,7 @@ struct Mask {
 };
 
 inline Mask mask_of(const AttentionLayout& l) {
-  return {l.batch, l.tokens, l.streams, l.persistent_stream, l.window, l.persistent_window,
+  return {l.batch, l.tokens,   l.streams, l.persistent_stream, l.window, l.persistent_key_window,
           l.heads, l.head_dim, l.doc};
 }
 
@@ -228,8 +228,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(float* out, const floa
   // Cached persistent rows, within ω of this token.
   const int64_t end = l.persistent_end[b];
   int64_t first = 0;
-  if (l.persistent_window >= 0 && end + t - l.persistent_window > 0)
-    first = end + t - l.persistent_window;
+  if (l.persistent_key_window >= 0 && end + t - l.persistent_key_window > 0)
+    first = end + t - l.persistent_key_window;
   const int64_t head_rows = (b * l.heads + h) * l.persistent_capacity;
   for (int64_t p = first; p < end; ++p)
     absorb(persistent_k + (head_rows + p) * D, persistent_v + (head_rows + p) * D);
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(float* out, const floa
   for (int64_t u = 0; u < t; ++u)
     for (int64_t a = 0; a < l.queries; ++a) {
       const bool persistent = l.queries == 1 || a == l.persistent_stream;
-      const int64_t limit = persistent ? l.persistent_window : l.window;
+      const int64_t limit = persistent ? l.persistent_key_window : l.window;
       if ((!persistent || limit >= 0) && t - u > limit) continue;
       const float* key = qkv + ((b * l.tokens + u) * l.queries + a) * ld + HD + h * D;
       absorb(key, key + HD);

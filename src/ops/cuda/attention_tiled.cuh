@@ -31,7 +31,7 @@ constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 // The layout's scalars and device arrays, by value.
 struct Params {
-  int64_t batch, tokens, streams, persistent_stream, window, persistent_window, heads, head_dim;
+  int64_t batch, tokens, streams, persistent_stream, window, persistent_key_window, heads, head_dim;
   const int32_t* doc;     // [B, T] document ids, or null (one document)
   const uint8_t* kinds;   // the plan: [B, tiles, S, S, tiles] of ops::TileKind
   int64_t tiles;          // tiles per sequence and stream
@@ -40,8 +40,17 @@ struct Params {
 
 // The parameters for `l` (its arrays device memory) and its tile plan of `tile`-token tiles.
 inline Params params_of(const AttentionLayout& l, const uint8_t* kinds, int64_t tile) {
-  return {l.batch, l.tokens, l.streams, l.persistent_stream, l.window, l.persistent_window,
-          l.heads, l.head_dim, l.doc, kinds, (l.tokens + tile - 1) / tile,
+  return {l.batch,
+          l.tokens,
+          l.streams,
+          l.persistent_stream,
+          l.window,
+          l.persistent_key_window,
+          l.heads,
+          l.head_dim,
+          l.doc,
+          kinds,
+          (l.tokens + tile - 1) / tile,
           1.0f / std::sqrt(float(l.head_dim))};
 }
 
@@ -67,7 +76,7 @@ struct Shape {
 
 __device__ inline int64_t reach(const Params& p, int64_t key_stream) {
   if (key_stream != p.persistent_stream) return p.window;
-  return p.persistent_window >= 0 ? p.persistent_window : p.tokens;
+  return p.persistent_key_window >= 0 ? p.persistent_key_window : p.tokens;
 }
 
 // Query (stream a, token i) sees key (stream kb, token j) of sequence b: the mask of ops.h.

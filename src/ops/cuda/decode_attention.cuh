@@ -25,7 +25,7 @@ constexpr int kMaxQueries = 2;
 
 // The layout's scalars and per-sequence arrays (device memory), by value.
 struct Params {
-  int64_t batch, queries, heads, head_dim, window, persistent_window, persistent_capacity,
+  int64_t batch, queries, heads, head_dim, window, persistent_key_window, persistent_capacity,
       ring_capacity;
   const int64_t* persistent_end;  // [B]
   const int64_t* ring_len;        // [B] or null
@@ -36,9 +36,19 @@ struct Params {
 
 // The parameters of a step of `l` (its arrays device memory) in `splits` splits.
 inline Params params_of(const DecodeAttentionLayout& l, int64_t splits) {
-  return {l.batch, l.queries, l.heads, l.head_dim, l.window, l.persistent_window,
-          l.persistent_capacity, l.ring_capacity, l.persistent_end, l.ring_len, l.ring_next,
-          splits, 1.0f / std::sqrt(float(l.head_dim))};
+  return {l.batch,
+          l.queries,
+          l.heads,
+          l.head_dim,
+          l.window,
+          l.persistent_key_window,
+          l.persistent_capacity,
+          l.ring_capacity,
+          l.persistent_end,
+          l.ring_len,
+          l.ring_next,
+          splits,
+          1.0f / std::sqrt(float(l.head_dim))};
 }
 
 // Floats of one partial: max and sum (base-2 scores), then kMaxD output sums.
@@ -75,8 +85,9 @@ struct RowList {
 __device__ inline RowList rows_of(const Params& p, int64_t b) {
   RowList list{};
   const int64_t end = p.persistent_end[b];
-  list.first = p.persistent_window >= 0 && end - p.persistent_window > 0
-                   ? end - p.persistent_window : 0;
+  list.first = p.persistent_key_window >= 0 && end - p.persistent_key_window > 0
+                   ? end - p.persistent_key_window
+                   : 0;
   list.persistent = end - list.first;
   if (p.ring_capacity > 0 && p.ring_len != nullptr) {
     const int64_t len = p.ring_len[b];
