@@ -20,6 +20,7 @@
 #include "model/flops.h"
 #include "model/model.h"
 #include "model/weights_io.h"
+#include "ops/backend_registry.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 #include "util/rng.h"
@@ -305,7 +306,7 @@ void run_generate_bench(const GenerateBenchOptions& o) {
       fail("{}: --prompt-tokens {} exceeds model.block_size {}", m.label, o.prompt_tokens,
            m.config.block_size);
   const ops::Backend<float>& backend = ops::backend_for(o.device, ops::Precision::fp32);
-  const bool on_cpu = o.device.kind == ops::Device::Kind::cpu;
+  const bool on_cpu = ops::capabilities(o.device).host_memory;
   const MachineRates before = measure_rates(on_cpu, backend);
   const int threads = omp_get_max_threads();
   if (!o.json) {

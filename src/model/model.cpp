@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "ops/backend_registry.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 
@@ -297,7 +298,7 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_,
 }  // namespace
 
 int64_t lm_head_chunk_rows(const ops::Device& device) {
-  return device.kind == ops::Device::Kind::cpu ? 256 : 4096;
+  return ops::capabilities(device).lm_head_rows;
 }
 
 int64_t planned_activation_bytes(const ModelConfig& c, int64_t batch, int64_t tokens,
