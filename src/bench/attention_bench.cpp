@@ -10,7 +10,7 @@
 #include "bench/bench.h"
 #include "ops/attention_plan.h"
 #include "ops/backend.h"
-#include "ops/cpu/attention_tiles.h"
+#include "ops/backend_registry.h"
 #include "ops/ops.h"
 #include "util/process_stats.h"
 #include "util/rng.h"
@@ -83,17 +83,17 @@ AttentionTiming time_attention(const ops::Backend<float>& backend, ops::Attentio
 void run_attention_bench(const ops::Device& device, ops::Precision precision, int64_t tokens,
                          int64_t window, int64_t heads, int64_t head_dim, int repeats) {
   const ops::Backend<float>& backend = ops::backend_for(device, precision);
-  const bool on_cpu = device.kind == ops::Device::Kind::cpu;
+  const bool on_cpu = ops::capabilities(device).host_memory;
   const int64_t tile = backend.attention_tile();
   std::vector<int32_t> doc(tokens, 0), doc_start(tokens, 0);
   fmt::print("attention  T={} w={} H={} D={}  {}  median of {}  ", tokens, window, heads, head_dim,
              on_cpu ? fmt::format("threads {}", omp_get_max_threads())
                     : device.name() + " " + ops::precision_name(precision),
              repeats);
-  if (on_cpu)
-    fmt::print("(tile {}, chunk {})\n", ops::kAttentionQueryTile, ops::kAttentionKeyChunk);
-  else
+  if (tile > 0)
     fmt::print("(tile plan of {} × {} tokens)\n", tile, tile);
+  else
+    fmt::print("({})\n", ops::backend_entry(device).attention_blocks);
   fmt::print("flops: forward 4·pairs·D, backward 10·pairs·D (with the Q·Kᵀ recompute)\n");
   fmt::print("{:<14} {:>14} {:>9} {:>10} {:>10} {:>10} {:>10}\n", "family", "pairs", "/dense",
              "fwd ms", "fwd GF/s", "bwd ms", "bwd GF/s");

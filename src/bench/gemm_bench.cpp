@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "bench/bench.h"
-#include "ops/cpu/linear_bf16.h"
-#include "ops/cpu/onednn_matmul.h"
+#include "ops/backend_registry.h"
 #include "util/process_stats.h"
 #include "util/rng.h"
 
@@ -31,6 +30,20 @@ double measure_sgemm_gflops(int64_t n, int repeats) {
   return median(rates);
 }
 
+namespace {
+
+// Median GFLOP/s of an M×N×K GEMM from the seconds of its runs, the first a warm-up; -1 for
+// no runs.
+double median_gflops_of(int64_t M, int64_t N, int64_t K, const std::vector<double>& seconds) {
+  if (seconds.size() < 2) return -1;
+  std::vector<double> rates;
+  for (size_t r = 1; r < seconds.size(); ++r)
+    rates.push_back(2.0 * double(M) * double(N) * double(K) / seconds[r] / 1e9);
+  return median(rates);
+}
+
+}  // namespace
+
 double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n, int repeats) {
   std::vector<float> host(n * n);
   Rng rng(7);
@@ -39,12 +52,7 @@ double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n
   a.upload(host.data(), n * n);
   b.upload(host.data(), n * n);
   c.reserve(n * n);
-  const std::vector<double> seconds =
-      backend.time_gemm(c.data(), a.data(), b.data(), n, repeats + 1);
-  std::vector<double> rates;
-  for (size_t r = 1; r < seconds.size(); ++r)  // the first warms up
-    rates.push_back(2.0 * double(n) * double(n) * double(n) / seconds[r] / 1e9);
-  return median(rates);
+  return median_gflops_of(n, n, n, backend.time_gemm(c.data(), a.data(), b.data(), n, repeats + 1));
 }
 
 namespace {
@@ -52,42 +60,13 @@ namespace {
 // Median GFLOP/s of `repeats` runs of `gemm` (M×N×K) after one warm-up.
 template <typename Run>
 double median_gflops(int64_t M, int64_t N, int64_t K, int repeats, Run&& gemm) {
-  std::vector<double> rates;
+  std::vector<double> seconds;
   for (int r = 0; r <= repeats; ++r) {
     const double t0 = now_seconds();
     gemm();
-    const double seconds = now_seconds() - t0;
-    if (r > 0) rates.push_back(2.0 * double(M) * double(N) * double(K) / seconds / 1e9);
+    seconds.push_back(now_seconds() - t0);
   }
-  return median(rates);
-}
-
-// oneDNN's own matmul out[M, N] = in[M, K] · Wᵀ, W [N, K] reordered once into its layout:
-// its median GFLOP/s, or -1 where it has none of this type here.
-double onednn_gflops(ops::cpu::onednn::DataType type, int64_t M, int64_t N, int64_t K, int repeats,
-                     const std::vector<float>& in, const std::vector<float>& weight,
-                     std::string* implementation) {
-  namespace onednn = ops::cpu::onednn;
-  onednn::Gemm g;
-  g.type = type;
-  g.M = M, g.N = N, g.K = K, g.lda = K, g.ldc = N;
-  g.prepared_b = true;
-  *implementation = onednn::implementation(g);
-  if (!onednn::can_prepare(type, K, N) || !onednn::available(g)) return -1;
-  const bool bf16 = type == onednn::DataType::bf16;
-  std::vector<uint16_t> in16(bf16 ? M * K : 0), weight16(bf16 ? N * K : 0);
-  if (bf16) {
-    ops::cpu::round_rows_to_bf16(in16.data(), K, in.data(), K, M, K);
-    ops::cpu::round_rows_to_bf16(weight16.data(), K, weight.data(), K, N, K);
-  }
-  const size_t bytes = (onednn::prepared_bytes(type, K, N) + 63) / 64 * 64;
-  const std::unique_ptr<void, decltype(&std::free)> prepared(std::aligned_alloc(64, bytes),
-                                                             &std::free);
-  onednn::prepare_b(type, true, K, N, K, bf16 ? (const void*)weight16.data() : weight.data(),
-                    prepared.get());
-  std::vector<float> out(M * N);
-  const void* a = bf16 ? (const void*)in16.data() : in.data();
-  return median_gflops(M, N, K, repeats, [&] { onednn::run(g, a, prepared.get(), out.data()); });
+  return median_gflops_of(M, N, K, seconds);
 }
 
 // bf16: at each shape, the CPU backend's bf16 forward (the path this process chose, its
@@ -95,14 +74,20 @@ double onednn_gflops(ops::cpu::onednn::DataType type, int64_t M, int64_t N, int6
 // matmuls (on operands already in their types and layouts) and sgemm.
 void run_bf16_gemm_bench(int64_t n, int repeats) {
   const ops::Backend<float>& bf16 = ops::cpu_backend(ops::Precision::bf16);
-  fmt::print("{}\n{}, ISA {}; {} threads; median of {} runs, GFLOP/s\n", bf16.describe_gemms(),
-             ops::cpu::onednn::version(), ops::cpu::onednn::cpu_isa(), omp_get_max_threads(),
-             repeats);
-  fmt::print("{:<16} {:>11} {:>11} {:>11} {:>11}  oneDNN bf16 / f32 implementation\n", "M×N×K",
-             "sps bf16", "oneDNN bf16", "oneDNN f32", "sgemm");
+  const ops::BackendEntry& cpu = ops::backend_entry(ops::Device{});
+  fmt::print("{}\n{}; {} threads; median of {} runs, GFLOP/s\n", bf16.describe_gemms(),
+             cpu.comparison_library(), omp_get_max_threads(), repeats);
+  std::vector<std::string> names;
+  fmt::print("{:<16} {:>11}", "M×N×K", "sps bf16");
+  for (const ops::ComparisonGemm& other : cpu.comparison_gemms) {
+    fmt::print(" {:>11}", other.name);
+    names.push_back(other.name);
+  }
+  fmt::print(" {:>11}  {} implementation\n", "sgemm", fmt::join(names, " / "));
   // n³, then the forward GEMMs of an s-scale block (d = 768, F = 2304) on n rows.
   const int64_t shapes[][3] = {
       {n, n, n}, {n, 2304, 768}, {n, 768, 768}, {n, 4608, 768}, {n, 768, 2304}};
+  const auto rate = [](double r) { return r < 0 ? std::string("-") : fmt::format("{:.1f}", r); };
   for (const auto& shape : shapes) {
     const int64_t M = shape[0], N = shape[1], K = shape[2];  // named: lambdas capture them
     std::vector<float> in(M * K), weight(N * K), out(M * N);
@@ -113,25 +98,28 @@ void run_bf16_gemm_bench(int64_t n, int repeats) {
     const double ours = median_gflops(M, N, K, repeats, [&] {
       bf16.linear_forward(out.data(), in.data(), weight.data(), M, K, N, false);
     });
-    std::string impl16, impl32;
-    const double native =
-        onednn_gflops(ops::cpu::onednn::DataType::bf16, M, N, K, repeats, in, weight, &impl16);
-    const double f32 =
-        onednn_gflops(ops::cpu::onednn::DataType::f32, M, N, K, repeats, in, weight, &impl32);
+    std::string others;
+    std::vector<std::string> implementations;
+    for (const ops::ComparisonGemm& other : cpu.comparison_gemms) {
+      std::string implementation;
+      const std::vector<double> seconds =
+          other.time(M, N, K, repeats + 1, in.data(), weight.data(), &implementation);
+      others += fmt::format(" {:>11}", rate(median_gflops_of(M, N, K, seconds)));
+      implementations.push_back(implementation);
+    }
     const double sgemm = median_gflops(M, N, K, repeats, [&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N), int(K), 1.0f, in.data(),
                   int(K), weight.data(), int(K), 0.0f, out.data(), int(N));
     });
-    const auto rate = [](double r) { return r < 0 ? std::string("-") : fmt::format("{:.1f}", r); };
-    fmt::print("{:<16} {:>11} {:>11} {:>11} {:>11}  {} / {}\n", fmt::format("{}×{}×{}", M, N, K),
-               rate(ours), rate(native), rate(f32), rate(sgemm), impl16, impl32);
+    fmt::print("{:<16} {:>11}{} {:>11}  {}\n", fmt::format("{}×{}×{}", M, N, K), rate(ours), others,
+               rate(sgemm), fmt::join(implementations, " / "));
   }
 }
 
 }  // namespace
 
 void run_gemm_bench(const ops::Device& device, ops::Precision precision, int64_t n, int repeats) {
-  if (device.kind != ops::Device::Kind::cpu) {
+  if (!ops::capabilities(device).host_memory) {
     const double gflops =
         measure_backend_gemm_gflops(ops::backend_for(device, precision), n, repeats);
     fmt::print("{} GEMM {}x{}x{} on {}  median of {}: {:.1f} GFLOP/s\n",

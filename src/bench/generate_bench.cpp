@@ -20,6 +20,7 @@
 #include "model/flops.h"
 #include "model/model.h"
 #include "model/weights_io.h"
+#include "ops/backend_registry.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 #include "util/rng.h"
@@ -428,7 +429,7 @@ void print_json(const GenerateBenchOptions& o, const BenchResult& r, const Bench
 void run_generate_bench(const GenerateBenchOptions& o) {
   check_generate_bench_options(o);
   const ops::Backend<float>& backend = ops::backend_for(o.device, ops::Precision::fp32);
-  const bool on_cpu = o.device.kind == ops::Device::Kind::cpu;
+  const bool on_cpu = ops::capabilities(o.device).host_memory;
   const MachineRates before = measure_rates(on_cpu, backend);
   if (!o.json) print_table_head(o, before, on_cpu);
   const std::vector<int32_t> prompts = draw_bench_prompts(

@@ -8,6 +8,7 @@
 #include "bench/bench.h"
 #include "model/flops.h"
 #include "model/model.h"
+#include "ops/backend_registry.h"
 #include "util/alloc_counter.h"
 #include "util/process_stats.h"
 #include "util/rng.h"
@@ -34,7 +35,7 @@ StepMeasurement measure_step(const StepBenchOptions& o) {
   StepMeasurement m;
   const int64_t B = m.batch = o.batch, T = m.tokens = o.tokens > 0 ? o.tokens : c.block_size;
   const ops::Backend<float>& backend = ops::backend_for(o.device, o.precision);
-  const bool on_cpu = o.device.kind == ops::Device::Kind::cpu;
+  const bool on_cpu = ops::capabilities(o.device).host_memory;
   // The GEMM rate beside it: BLAS sgemm on the CPU; on a GPU the backend's own GEMM (cuBLASLt,
   // on bf16 operands with --precision bf16) at a size that fills it.
   const int64_t gemm_n = on_cpu ? 2048 : 8192;

@@ -1,5 +1,5 @@
-#include "bench/attention_bench.h"
 #include "bench/bench.h"
+#include "bench/attention_bench.h"
 #include "bench/generate_bench.h"
 #include "bench/serve_bench.h"
 #include "cli/commands.h"
@@ -7,6 +7,7 @@
 #include "model/config.h"
 #include "model/family.h"
 #include "model/weights_io.h"
+#include "ops/backend_registry.h"
 #include "serve/server.h"
 #include "util/error.h"
 
@@ -284,7 +285,7 @@ void register_generate_bench(CLI::App* bench) {
     std::vector<ops::WeightType> types;
     for (const std::string& name : gen_weight_types) {
       types.push_back(ops::parse_weight_type(name, "--weight-type"));
-      if (types.back() != ops::WeightType::f32 && gen.device.kind != ops::Device::Kind::cpu)
+      if (types.back() != ops::WeightType::f32 && !ops::capabilities(gen.device).packed_weights)
         fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",
              name, device);
     }

@@ -1,6 +1,6 @@
 // --device (and --precision or --weight-type) on the commands that run a model.
 #include "cli/commands.h"
-#include "ops/device.h"
+#include "ops/backend_registry.h"
 #include "ops/weight_type.h"
 #include "util/error.h"
 
@@ -33,13 +33,13 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra
   command->parse_complete_callback([choice, name, bf16_on] {
     const ops::Device device = ops::parse_device(choice->device, "--device");
     ops::require_device(device, "--device", name);
-    const bool cpu = device.kind == ops::Device::Kind::cpu;
-    if (ops::parse_precision(choice->precision, "--precision") == ops::Precision::bf16 && cpu &&
-        bf16_on == Bf16On::gpu_only)
+    const ops::BackendCapabilities& can = ops::capabilities(device);
+    if (ops::parse_precision(choice->precision, "--precision") == ops::Precision::bf16 &&
+        !can.bf16_attention && bf16_on == Bf16On::gpu_only)
       fail("--precision: bf16 here is the GPU's (--device cuda); on the CPU {} computes in fp32",
            name);
     if (ops::parse_weight_type(choice->weight_type, "--weight-type") != ops::WeightType::f32 &&
-        !cpu)
+        !can.packed_weights)
       fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",
            choice->weight_type, choice->device);
   });

@@ -24,19 +24,10 @@ Figure titled_figure(std::string file, std::string title, std::string xlabel, st
   return f;
 }
 
-// One colour per family; windows of a family differ by point and dash.
-std::string family_color(const std::string& family) {
-  if (family == "standard") return "#000000";
-  if (family == "2x_memory") return "#e69f00";
-  if (family == "delayed_state") return "#009e73";
-  if (family == "reverse_sps") return "#cc3311";
-  return "#0072b2";  // sps
-}
-
 FigureSeries series_for(const GroupSummary& g, const std::vector<int64_t>& windows) {
   FigureSeries s;
   s.title = group_label(g);
-  s.color = family_color(g.family);
+  s.color = family_entry(g.family, "family").color;
   const auto found = std::find(windows.begin(), windows.end(), g.window);
   const int at = found == windows.end() ? 0 : int(found - windows.begin());
   const int point_types[] = {7, 5, 9, 11, 13, 15};
@@ -92,7 +83,7 @@ std::optional<Figure> window_figure(const Cohort& c) {
   for (const std::string& family : families) {
     FigureSeries s;
     s.title = family;
-    s.color = family_color(family);
+    s.color = family_entry(family, "family").color;
     for (const GroupSummary& g : c.groups)
       if (g.family == family) {
         const auto at = std::find(order.begin(), order.end(), g.window) - order.begin();

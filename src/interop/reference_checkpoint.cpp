@@ -238,17 +238,6 @@ void read_progress(const Reader& r, const PickleValue& root, ImportedCheckpoint*
 
 }  // namespace
 
-std::string family_of_reference_class(const std::string& target) {
-  static const std::map<std::string, std::string> classes = {
-      {"modeling.models.full_attention_model.Model", "standard"},
-      {"modeling.models.sps.SPSModel", "sps"},
-      {"modeling.models.reverse_sps.ReverseSPSModel", "reverse_sps"},
-      {"modeling.models.delayed_state.DelayedStateModel", "delayed_state"},
-  };
-  const auto it = classes.find(target);
-  return it == classes.end() ? "" : it->second;
-}
-
 ImportedCheckpoint import_reference_checkpoint(const std::string& path, const ImportOptions& options) {
   const TorchArchive archive(path);
   const Reader r{archive, archive.document()};

@@ -36,8 +36,4 @@ struct ImportedCheckpoint {
 // Reads and checks everything; nothing is written. UserError names the file and the field.
 ImportedCheckpoint import_reference_checkpoint(const std::string& path, const ImportOptions& options);
 
-// The family a reference model class stands for ("modeling.models.sps.SPSModel" → sps), or
-// "" for a class it does not know.
-std::string family_of_reference_class(const std::string& target);
-
 }  // namespace sps

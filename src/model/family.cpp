@@ -6,24 +6,31 @@
 
 namespace sps {
 
-Family family_by_name(const std::string& name) {
-  if (name == "standard") return {name, false, Slot::input, Slot::input};
-  if (name == "sps") return {name, true, Slot::input, Slot::predict};
-  if (name == "reverse_sps") return {name, true, Slot::predict, Slot::input};
-  if (name == "delayed_state") return {name, true, Slot::predict, Slot::predict};
-  fail("model.family: unknown family '{}' (expected standard, sps, reverse_sps or delayed_state)",
-       name);
-}
-
 const std::vector<FamilyEntry>& family_registry() {
+  constexpr Slot in = Slot::input, pred = Slot::predict;
+  // Colours: Okabe-Ito, readable in colour-blind vision and in grey.
   static const std::vector<FamilyEntry> entries = {
-      {"standard", "standard", WindowRule::none},
-      {"2x_memory", "sps", WindowRule::every_position},
-      {"delayed_state", "delayed_state", WindowRule::swept},
-      {"reverse_sps", "reverse_sps", WindowRule::swept},
-      {"sps", "sps", WindowRule::swept},
+      {"standard", "standard", WindowRule::none, "#000000",
+       "modeling.models.full_attention_model.Model", false, in, in},
+      {"2x_memory", "sps", WindowRule::every_position, "#e69f00", ""},
+      {"delayed_state", "delayed_state", WindowRule::swept, "#009e73",
+       "modeling.models.delayed_state.DelayedStateModel", true, pred, pred},
+      {"reverse_sps", "reverse_sps", WindowRule::swept, "#cc3311",
+       "modeling.models.reverse_sps.ReverseSPSModel", true, pred, in},
+      {"sps", "sps", WindowRule::swept, "#0072b2", "modeling.models.sps.SPSModel", true, in, pred},
   };
   return entries;
+}
+
+Family family_by_name(const std::string& name) {
+  std::vector<std::string> model_families;
+  for (const FamilyEntry& e : family_registry()) {
+    if (!e.is_model_family()) continue;
+    if (e.name == name) return {e.name, e.interleaved, e.persistent_slot, e.readout_slot};
+    model_families.push_back(e.name);
+  }
+  fail("model.family: unknown family '{}' (expected {} or {})", name,
+       fmt::join(model_families.begin(), model_families.end() - 1, ", "), model_families.back());
 }
 
 const std::vector<std::string>& family_names() {
@@ -43,6 +50,12 @@ const FamilyEntry& family_entry(const std::string& name, const std::string& what
 
 bool window_is_swept(const std::string& name) {
   return family_entry(name, "family").window == WindowRule::swept;
+}
+
+std::string family_of_reference_class(const std::string& reference_class) {
+  for (const FamilyEntry& e : family_registry())
+    if (!e.reference_class.empty() && e.reference_class == reference_class) return e.model_family;
+  return "";
 }
 
 }  // namespace sps

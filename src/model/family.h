@@ -2,9 +2,12 @@
 // A family is data: whether slots are interleaved, which slot's keys persist, and which
 // slot the logits are read at. Window and ω come from the config.
 //
-// The registry below is every family name a command accepts, one row each: the four model
+// family_registry() is every family name a command accepts, one row each: the four model
 // families and `2x_memory`, the paper's baseline that is sps with a window covering every
-// position. Adding a family is one row here (and one in family_by_name for a new mask).
+// position. Everything else that lists families (the parsing of model.family and its error
+// message, matrices, run records, reports and their figures' colours, the reference trainer's
+// class names in interop) reads the rows, so adding a family is one row (and, for a new mask,
+// one case of the naive reference model in the tests).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,7 +29,8 @@ struct Family {
   int64_t readout_stream() const { return interleaved ? int64_t(readout_slot) : 0; }
 };
 
-// standard | sps | reverse_sps | delayed_state; throws UserError for another name.
+// A model family's mask (model.family: standard | sps | reverse_sps | delayed_state); throws
+// UserError naming the model families for another name.
 Family family_by_name(const std::string& name);
 
 // Where a study's family gets its window.
@@ -38,8 +42,16 @@ enum class WindowRule {
 
 struct FamilyEntry {
   std::string name;          // as recipes, matrices, run records and reports spell it
-  std::string model_family;  // the Family the model is built as
+  std::string model_family;  // the model family it is built as: its own name, or another row's
   WindowRule window = WindowRule::none;
+  std::string color;            // its series in report figures (windows differ by point and dash)
+  std::string reference_class;  // the reference trainer's model class (config.model._target_)
+  // The mask; read only where the row is a model family (model_family == name).
+  bool interleaved = false;
+  Slot persistent_slot = Slot::input;
+  Slot readout_slot = Slot::input;
+
+  bool is_model_family() const { return model_family == name; }
 };
 
 // Every entry, in the order tables list them: standard first, sps last.
@@ -51,5 +63,7 @@ const FamilyEntry& family_entry(const std::string& name, const std::string& what
 bool window_is_swept(const std::string& name);
 // The registry's names, in its order.
 const std::vector<std::string>& family_names();
+// The model family whose reference class is `reference_class`, or "" for none.
+std::string family_of_reference_class(const std::string& reference_class);
 
 }  // namespace sps

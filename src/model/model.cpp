@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "ops/backend_registry.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 
@@ -195,7 +196,7 @@ void Model<T>::zero_grads() {
 
 namespace {
 
-struct BlockOffsets { int64_t h_in, n1, rstd1, qkv, att, lse, h_mid, n2, rstd2, gate_up, act; };
+using BlockOffsets = BlockBuffers<int64_t>;
 
 // Element offsets of every activation buffer in the one allocation for (B, T). Blocks are
 // laid out alike, so the plan holds block 0 and the strides to the others (O(1) in n_layer,
@@ -209,9 +210,10 @@ struct ActivationPlan {
 
   BlockOffsets block(int64_t l) const {
     BlockOffsets o = first;
-    int64_t* fields[] = {&o.n1, &o.rstd1, &o.qkv, &o.att, &o.lse, &o.h_mid, &o.n2, &o.rstd2, &o.gate_up, &o.act};
-    for (int64_t* f : fields) *f += l * block_stride;
     o.h_in += l * h_in_stride;
+#define SPS_SHIFT(name, width) o.name += l * block_stride;
+    SPS_BLOCK_ACTIVATIONS(SPS_SHIFT)
+#undef SPS_SHIFT
     return o;
   }
 };
@@ -244,10 +246,12 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_,
     return offset;
   };
   auto take_block = [&](int64_t h_in) {
-    return BlockOffsets{h_in, take(product(rows, d)), take(rows), take(product(rows, 3 * d)),
-                        take(product(rows, d)), take(product(rows, H)), take(product(rows, d)),
-                        take(product(rows, d)), take(rows), take(product(rows, 2 * F)),
-                        take(product(rows, F))};
+    BlockOffsets o;
+    o.h_in = h_in;
+#define SPS_TAKE(name, width) o.name = take(product(rows, width));
+    SPS_BLOCK_ACTIVATIONS(SPS_TAKE)
+#undef SPS_TAKE
+    return o;
   };
   const int64_t layers_after_first = c.n_layer - 1;
   if (kind == ActivationPlanKind::inference) {
@@ -294,7 +298,7 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T_,
 }  // namespace
 
 int64_t lm_head_chunk_rows(const ops::Device& device) {
-  return device.kind == ops::Device::Kind::cpu ? 256 : 4096;
+  return ops::capabilities(device).lm_head_rows;
 }
 
 int64_t planned_activation_bytes(const ModelConfig& c, int64_t batch, int64_t tokens,
@@ -331,9 +335,11 @@ void Model<T>::reserve(int64_t B, int64_t T_, bool training) {
   layer_acts_.resize(config_.n_layer);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     const BlockOffsets o = plan.block(l);
-    layer_acts_[l] = {base + o.h_in, base + o.n1,  base + o.rstd1,   base + o.qkv,
-                      base + o.att,  base + o.lse, base + o.h_mid,   base + o.n2,
-                      base + o.rstd2, base + o.gate_up, base + o.act};
+    LayerActs& a = layer_acts_[l];
+    a.h_in = base + o.h_in;
+#define SPS_POINT(name, width) a.name = base + o.name;
+    SPS_BLOCK_ACTIVATIONS(SPS_POINT)
+#undef SPS_POINT
   }
   h_out_ = at(plan.h_out);
   nf_ = at(plan.nf);

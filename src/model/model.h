@@ -39,6 +39,24 @@ struct ForwardOptions {
 // block's input) and the backward's buffers.
 enum class ActivationPlanKind { inference, training, training_recomputed };
 
+// One block's activations after its input, each [B·S, width] stream-major, in the order the
+// activation plan lays them out; widths in d (hidden size), H (heads) and F (intermediate
+// size). The one list of their names: the buffers, the plan and its pointers expand it.
+// clang-format off
+#define SPS_BLOCK_ACTIVATIONS(X)                                                         \
+  X(n1, d) X(rstd1, 1) X(qkv, 3 * d) X(att, d) X(lse, H) X(h_mid, d) X(n2, d) X(rstd2, 1) \
+  X(gate_up, 2 * F) X(act, F)
+// clang-format on
+
+// One block's buffers: its input h_in, then its activations; P is a pointer or an offset.
+template <typename P>
+struct BlockBuffers {
+  P h_in;
+#define SPS_BLOCK_FIELD(name, width) P name;
+  SPS_BLOCK_ACTIVATIONS(SPS_BLOCK_FIELD)
+#undef SPS_BLOCK_FIELD
+};
+
 // A per-slot view of the backward, for analyses of per-position parameter gradients (docs/model.md §9
 // gradient routing). Its pointers are the backend's memory (analyses run on the CPU). Rows are slots b·S + stream·T + t (S = streams·T) from first_row on, or,
 // when readout is true (output norm, LM head), readout rows b·T + t.
@@ -174,9 +192,7 @@ class Model {
                               const BackwardOptions<T>& backward = {});
 
  private:
-  struct LayerActs {  // pointers into acts_, all [B·S, ·] stream-major
-    T *h_in, *n1, *rstd1, *qkv, *att, *lse, *h_mid, *n2, *rstd2, *gate_up, *act;
-  };
+  using LayerActs = BlockBuffers<T*>;  // pointers into acts_
   StepResult run(const int32_t* x, const int32_t* y, int64_t B, int64_t T_, bool backward,
                  double grad_scale, const ForwardOptions& options,
                  const BackwardOptions<T>& backward_options);

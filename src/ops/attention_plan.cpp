@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/visible_keys.h"
 #include "util/error.h"
 
 namespace sps::ops {
@@ -17,16 +18,12 @@ struct RowBounds {
 
 void fill_row_bounds(int32_t* lo, int32_t* hi, const AttentionLayout& L, const int32_t* doc_start,
                      int64_t query_stream, int64_t key_stream) {
-  const int64_t T = L.tokens;
-  const bool persistent = key_stream == L.persistent_stream;
-  int64_t reach = persistent ? L.persistent_key_window : L.window;
-  if ((persistent && reach < 0) || reach > T) reach = T;  // no limit within the sequence
-  const int64_t same_token = key_stream > query_stream ? 1 : 0;
-  for (int64_t i = 0; i < T; ++i) {
+  for (int64_t i = 0; i < L.tokens; ++i) {
     const int64_t start = doc_start ? doc_start[i] : 0;
     SPS_ASSERT(start <= i);  // a start after its own token would hide the query from itself
-    lo[i] = int32_t(std::max(start, i - reach));
-    hi[i] = int32_t(i - same_token);
+    const KeyInterval keys = visible_keys(L, query_stream, key_stream, i, start);
+    lo[i] = int32_t(keys.begin);
+    hi[i] = int32_t(keys.end - 1);
   }
 }
 

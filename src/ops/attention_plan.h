@@ -5,10 +5,9 @@
 // per element). The host builds it once per micro-batch from the AttentionLayout; a device
 // kernel reads a tile's kind instead of testing the mask per tile.
 //
-// Visible keys of query token i in key stream s lie in one interval (docs/model.md §4):
-//   hi(i) = i − [s > query stream]                      (input before predict at a token)
-//   lo(i) = max(doc_start(i), i − reach_s)              reach: w, or ω / ∞ if persistent
-// and within it they are the keys of i's document. A tile of query tokens R × key tokens C is
+// Visible keys of query token i in key stream s lie in one interval [lo(i), hi(i)]
+// (visible_keys.h, docs/model.md §4), and within it they are the keys of i's document. A
+// tile of query tokens R × key tokens C is
 //   skipped  when C misses [lo(i), hi(i)] for every i in R;
 //   full     when one document holds every token of R and C, and C ⊆ [lo(i), hi(i)] ∀ i ∈ R;
 //   partial  otherwise.

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "ops/ops.h"
+#include "ops/visible_keys.h"
 
 namespace sps::ops {
 
@@ -17,15 +18,21 @@ struct TokenKeys {
   int64_t chunk_window_begin = 0;                    // chunk tokens [begin, t), Q = 2
 };
 
+// Each stream's cached rows are the newest of that stream before the chunk (persistent rows
+// [0, persistent_end), ring rows [0, ring_len) in order of their tokens), so token t of the
+// chunk stands at end + t in the coordinates of each stream's own rows.
 inline TokenKeys token_keys(const DecodeAttentionLayout& L, int64_t b, int64_t t) {
   TokenKeys k;
-  const int64_t omega = L.persistent_key_window;
   k.persistent_end = L.persistent_end ? L.persistent_end[b] : 0;
-  k.persistent_begin =
-      omega >= 0 ? std::clamp<int64_t>(k.persistent_end + t - omega, 0, k.persistent_end) : 0;
-  k.ring = std::clamp<int64_t>(L.window - t, 0, L.ring_len ? L.ring_len[b] : 0);
-  k.chunk_persistent_begin = omega >= 0 ? std::max<int64_t>(0, t - omega) : 0;
-  k.chunk_window_begin = std::max<int64_t>(0, t - L.window);
+  const int64_t ring_len = L.ring_len ? L.ring_len[b] : 0;
+  const int64_t persistent = L.persistent_stream, windowed = 1 - persistent;
+  const int64_t persistent_begin =
+      visible_keys(L, persistent, persistent, k.persistent_end + t).begin;
+  const int64_t window_begin = visible_keys(L, windowed, windowed, ring_len + t).begin;
+  k.persistent_begin = std::min(persistent_begin, k.persistent_end);
+  k.ring = std::max<int64_t>(0, ring_len - window_begin);
+  k.chunk_persistent_begin = std::max<int64_t>(0, persistent_begin - k.persistent_end);
+  k.chunk_window_begin = std::max<int64_t>(0, window_begin - ring_len);
   return k;
 }
 

@@ -104,8 +104,7 @@ std::unique_ptr<Collective> make_collective() {
 ops::Device process_device(const std::string& text, const std::string& what,
                            const Collective& collective) {
   ops::Device device = ops::parse_device(text, what);
-  if (device.kind == ops::Device::Kind::cuda && text == "cuda")
-    device.index = collective.local_rank();
+  if (ops::device_of_local_rank(text)) device.index = collective.local_rank();
   return device;
 }
 

@@ -8,6 +8,7 @@
 #include "model/family.h"
 #include "model/flops.h"
 #include "model/model.h"
+#include "ops/backend_registry.h"
 #include "train/batch_documents.h"
 
 namespace sps {
@@ -70,7 +71,7 @@ TrainPlan make_train_plan(const TrainConfig& config, int ranks) {
                                                     : ActivationPlanKind::training,
                                                 device);
   if (ops::parse_precision(config.system.precision, "system.precision") == ops::Precision::bf16 &&
-      device.kind == ops::Device::Kind::cpu) {
+      ops::capabilities(device).host_memory) {
     // 4 bytes per weight (fp32 rows rounded to bf16, or oneDNN's two bf16 layouts), and fp32
     // rows for a GEMM's input (at most [rows, F]) and output gradient (at most [rows, 3d or
     // 2F], or an LM-head chunk's [chunk, V]).

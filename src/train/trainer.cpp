@@ -151,7 +151,7 @@ void reduce_on_devices(const ops::Backend<float>& backend, const TrainConfig& co
                        Collective& collective, Console& console) {
   if (collective.size() == 1 || backend.host_accessible()) return;
   std::string why = "every process is on " + config.system.device;
-  if (config.system.device == "cuda") {
+  if (ops::device_of_local_rank(config.system.device)) {
     ops::JobLink job;
     job.rank = collective.rank();
     job.size = collective.size();

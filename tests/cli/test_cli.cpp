@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/device.h"
+#include "ops/backend_registry.h"
 #include "run_command.h"
 
 namespace sps::testing {
@@ -39,8 +39,8 @@ TEST(SpsCli, NoCommandIsOneLineAndStatus2) {
 // passes; a missing file or a bad size is what the others report), and analyze is refused.
 TEST(SpsCli, DeviceThatCannotRunIsOneLineAndStatus2) {
   const std::string recipe = SPS_SOURCE_DIR "/configs/experiments/tiny_standard.yaml";
-  const ops::CudaStatus cuda = ops::cuda_status();
-  const bool gpu_usable = cuda.built && cuda.problem.empty();
+  std::string problem;
+  const bool gpu_usable = ops::find_backend("cuda")->devices(&problem) > 0;
   const std::string train = "train --config " + recipe + " --dry-run";
   for (const std::string& command : std::vector<std::string>{
            train, "eval --checkpoint nowhere", "generate --checkpoint nowhere --prompt hi",

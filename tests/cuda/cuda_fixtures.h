@@ -6,17 +6,17 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/backend_registry.h"
 #include "ops/cuda/memory.h"
-#include "ops/device.h"
 
 namespace sps::testing {
 
 // Skips the test where no GPU is usable (the build machines have none); gpu-check.sh fails
 // on any skip, so on a GPU machine every test runs.
-#define SPS_REQUIRE_GPU()                                                              \
-  do {                                                                                 \
-    const ops::CudaStatus status = ops::cuda_status();                                 \
-    if (!status.problem.empty()) GTEST_SKIP() << "no GPU usable: " << status.problem; \
+#define SPS_REQUIRE_GPU()                                                           \
+  do {                                                                              \
+    std::string problem;                                                            \
+    if (ops::find_backend("cuda")->devices(&problem) == 0) GTEST_SKIP() << problem; \
   } while (0)
 
 // Device memory freed at scope end, optionally filled from the host.

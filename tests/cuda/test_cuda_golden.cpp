@@ -22,7 +22,7 @@ TEST_P(CudaGolden, FloatMatches) {
   SPS_REQUIRE_GPU();
   SPS_REQUIRE_GOLDEN();
   const GoldenCase g = load_golden_case(GetParam());
-  Model<float> model(g.config, ops::backend_for({ops::Device::Kind::cuda, 0}));
+  Model<float> model(g.config, ops::backend_for({"cuda", 0}));
   ops::on_host(model.backend(), model.weights(), size_t(model.params().total()),
                ops::HostAccess::write,
                [&](float* w) { load_weights(g.weights_path, model.params(), w); });

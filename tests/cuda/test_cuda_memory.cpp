@@ -45,7 +45,7 @@ TEST(CudaMemory, AnAllocationTooLargeIsOneLine) {
 // The backend the model runs on: DeviceBuffers in GPU memory and copies within it.
 TEST(CudaBackend, BuffersRoundTripAndCopy) {
   SPS_REQUIRE_GPU();
-  const ops::Backend<float>& gpu = ops::backend_for({ops::Device::Kind::cuda, 0});
+  const ops::Backend<float>& gpu = ops::backend_for({"cuda", 0});
   EXPECT_FALSE(gpu.host_accessible());
   EXPECT_EQ(gpu.device().name(), "cuda:0");
   ops::DeviceBuffer<float> a(gpu), b(gpu);
@@ -67,8 +67,9 @@ TEST(CudaBackend, AModelBeyondTheGpuIsRefusedNamingIt) {
   c.hidden_size = 8192;
   c.intermediate_size = 16384;
   c.n_head = 64;
-  const std::string error = testing::error_of(
-      [&] { Model<float> model(c, ops::backend_for({ops::Device::Kind::cuda, 0})); });
+  const std::string error = testing::error_of([&] {
+    Model<float> model(c, ops::backend_for({"cuda", 0}));
+  });
   EXPECT_NE(error.find("of memory is available on cuda:0"), std::string::npos) << error;
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;
 }

@@ -24,7 +24,7 @@ void close(const std::string& what, const std::vector<double>& gpu,
   EXPECT_LT(testing::max_relative_error(gpu, cpu), tolerance) << what;
 }
 
-const ops::Backend<float>& gpu() { return ops::backend_for({ops::Device::Kind::cuda, 0}); }
+const ops::Backend<float>& gpu() { return ops::backend_for({"cuda", 0}); }
 
 TEST(CudaModel, TrainingStepsMatchTheCpuBackend) {
   SPS_REQUIRE_GPU();

@@ -263,7 +263,7 @@ INSTANTIATE_TEST_SUITE_P(Families, ModelInvariants, ::testing::ValuesIn(kFamilie
 // more rows than the micro-batch reads out.
 TEST(ActivationPlan, TheLogitsChunkFollowsTheDevice) {
   const ModelConfig c = micro_config("sps", 3);
-  const ops::Device cpu, gpu{ops::Device::Kind::cuda, 0};
+  const ops::Device cpu, gpu{"cuda", 0};
   const int64_t V = c.vocab_size, logits = sizeof(float) * V;
   const auto bytes = [&](int64_t batch, const ops::Device& device) {
     return planned_activation_bytes(c, batch, c.block_size, ActivationPlanKind::training, device);

@@ -1,6 +1,8 @@
 // docs/model.md §3–§5 facts about slots, documents, positions and loss accounting.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "model/family.h"
 #include "model/slot_layout.h"
 #include "model_fixtures.h"
@@ -91,6 +93,29 @@ TEST(FamilyRegistry, EveryEntryBuildsAModelAndTablesListStandardFirst) {
   } catch (const UserError& e) {
     EXPECT_STREQ(e.what(), "--families: 'gpt': expected one of standard, 2x_memory, "
                            "delayed_state, reverse_sps, sps");
+  }
+}
+
+TEST(FamilyRegistry, ModelFamiliesColoursAndReferenceClassesComeFromTheRows) {
+  std::set<std::string> colours, classes;
+  for (const FamilyEntry& e : family_registry()) {
+    // Every row is built as a row that is a model family.
+    EXPECT_TRUE(family_entry(e.model_family, "families").is_model_family()) << e.name;
+    EXPECT_TRUE(colours.insert(e.color).second) << e.name << ": a colour of its own";
+    EXPECT_EQ(e.color.size(), 7u) << e.name;
+    if (e.reference_class.empty()) continue;
+    EXPECT_TRUE(classes.insert(e.reference_class).second) << e.name;
+    EXPECT_EQ(family_of_reference_class(e.reference_class), e.model_family);
+  }
+  EXPECT_EQ(family_of_reference_class("modeling.models.sps.SPSModel"), "sps");
+  EXPECT_EQ(family_of_reference_class("modeling.models.other.Model"), "");
+  EXPECT_EQ(family_of_reference_class(""), "");
+  try {
+    family_by_name("2x_memory");  // a study's family, not a model family
+    ADD_FAILURE() << "no error for a family that is not a model family";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "model.family: unknown family '2x_memory' (expected standard, "
+                           "delayed_state, reverse_sps or sps)");
   }
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/backend.h"
+#include "ops/backend_registry.h"
 #include "util/user_error.h"
 
 namespace sps {
@@ -67,8 +68,8 @@ TEST(DeviceBuffer, ImpossibleSizeThrowsBadAlloc) {
 TEST(Backend, CpuIsTheCpuBackendAndAnUnusableGpuIsRefused) {
   EXPECT_EQ(&ops::backend_for(ops::Device{}), &ops::cpu_backend<float>());
   EXPECT_TRUE(ops::cpu_backend<float>().host_accessible());
-  const ops::CudaStatus status = ops::cuda_status();
-  const ops::Device absent{ops::Device::Kind::cuda, int(status.gpus.size())};
+  std::string problem;
+  const ops::Device absent{"cuda", ops::find_backend("cuda")->devices(&problem)};
   const std::string error = testing::error_of([&] { ops::backend_for(absent); });
   EXPECT_NE(error.find(absent.name()), std::string::npos) << error;
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;

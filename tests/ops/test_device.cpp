@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "ops/backend.h"
+#include "ops/backend_registry.h"
 #include "ops/device.h"
 #include "util/user_error.h"
 
@@ -13,8 +16,8 @@ using ops::Device;
 
 TEST(Device, ParsesCpuCudaAndAnIndex) {
   EXPECT_EQ(ops::parse_device("cpu", "--device"), Device{});
-  EXPECT_EQ(ops::parse_device("cuda", "--device"), (Device{Device::Kind::cuda, 0}));
-  EXPECT_EQ(ops::parse_device("cuda:3", "--device"), (Device{Device::Kind::cuda, 3}));
+  EXPECT_EQ(ops::parse_device("cuda", "--device"), (Device{"cuda", 0}));
+  EXPECT_EQ(ops::parse_device("cuda:3", "--device"), (Device{"cuda", 3}));
   EXPECT_EQ(ops::parse_device("cuda:3", "--device").name(), "cuda:3");
 }
 
@@ -52,41 +55,76 @@ TEST(Device, CpuIsAlwaysUsable) {
 // (the analyses have none yet; training, generation, evaluation and the benchmarks have
 // every op).
 TEST(Device, CudaRequestSaysWhyItCannotRun) {
-  const ops::CudaStatus status = ops::cuda_status();
+  std::string problem;
+  const int count = ops::find_backend("cuda")->devices(&problem);
+#if SPS_TEST_CUDA_BUILT
+  if (count == 0) {
+    EXPECT_EQ(problem.rfind("no GPU is usable here: ", 0), 0u) << problem;
+  }
+#else
+  EXPECT_EQ(problem, "this sps was built without CUDA (configure with -DSPS_CUDA=ON on a machine "
+                     "with the CUDA toolkit)");
+#endif
   const std::string error = testing::error_of([] {
-    ops::require_device(Device{Device::Kind::cuda, 0}, "--device", "sps analyze gradients");
+    ops::require_device(Device{"cuda", 0}, "--device", "sps analyze gradients");
   });
-  if (!status.built)
-    EXPECT_EQ(error, "--device: cuda:0 asked for, but this sps was built without CUDA (configure "
-                     "with -DSPS_CUDA=ON on a machine with the CUDA toolkit)");
-  else if (!status.problem.empty())
-    EXPECT_EQ(error, "--device: cuda:0 asked for, but no GPU is usable here: " + status.problem);
-  else
+  if (count == 0) {
+    EXPECT_EQ(error, "--device: cuda:0 asked for, but " + problem);
+  } else {
     EXPECT_EQ(error,
               "--device: the CUDA backend does not run `sps analyze gradients` yet (docs/gpu.md "
               "says what runs on a GPU); use --device cpu");
+  }
   EXPECT_EQ(error.find('\n'), std::string::npos);
-  if (status.built && status.problem.empty()) {
+  if (count > 0) {
     for (const char* command : {"sps train", "sps generate", "sps eval", "sps bench step",
                                 "sps bench attention", "sps bench generate"})
-      EXPECT_NO_THROW(ops::require_device(Device{Device::Kind::cuda, 0}, "--device", command));
-    const int count = int(status.gpus.size());
+      EXPECT_NO_THROW(ops::require_device(Device{"cuda", 0}, "--device", command));
     EXPECT_EQ(testing::error_of([&] {
-                ops::require_device(Device{Device::Kind::cuda, count}, "--device", "sps train");
+                ops::require_device(Device{"cuda", count}, "--device", "sps train");
               }),
               "--device: cuda:" + std::to_string(count) + " asked for, but this machine has " +
-                  std::to_string(count) + " GPU" + (count == 1 ? "" : "s") + " (cuda:0 … cuda:" +
-                  std::to_string(count - 1) + ")");
+                  std::to_string(count) + " GPU" + (count == 1 ? "" : "s") +
+                  " (cuda:0 … cuda:" + std::to_string(count - 1) + ")");
   }
 }
 
 TEST(Device, VersionLineSaysWhetherCudaIsBuilt) {
-  const ops::CudaStatus status = ops::cuda_status();
-  const std::string line = ops::describe_cuda(status);
-  EXPECT_EQ(line.rfind(status.built ? "cuda runtime " : "cuda not built", 0), 0u) << line;
-#if SPS_TEST_CUDA_BUILT
-  EXPECT_TRUE(status.built);
-#endif
+  const std::string line = ops::find_backend("cuda")->describe();
+  EXPECT_EQ(line.rfind(SPS_TEST_CUDA_BUILT ? "cuda runtime " : "cuda not built", 0), 0u) << line;
+}
+
+// The registry: the CPU first, every entry spelled by parse_device and described in its own
+// lines; the layers above read capabilities, which follow the entry of the device's backend.
+TEST(BackendRegistry, CpuFirstEveryEntryParsesAndCapabilitiesFollowTheBackend) {
+  const std::vector<ops::BackendEntry>& entries = ops::backend_registry();
+  ASSERT_GE(entries.size(), 2u);
+  EXPECT_EQ(entries.front().name, "cpu");
+  for (const ops::BackendEntry& e : entries) {
+    EXPECT_EQ(ops::parse_device(e.name, "--device"), (Device{e.name, 0}));
+    EXPECT_EQ(ops::find_backend(e.name), &e);
+    EXPECT_FALSE(e.describe().empty()) << e.name;
+    EXPECT_GT(e.capabilities.lm_head_rows, 0) << e.name;
+    EXPECT_EQ(ops::device_of_local_rank(e.name), e.indexed) << e.name;
+    if (e.indexed) {
+      EXPECT_FALSE(ops::device_of_local_rank(e.name + ":1")) << e.name;
+    }
+  }
+  EXPECT_EQ(ops::find_backend("gpu"), nullptr);
+  const ops::BackendCapabilities& cpu = ops::capabilities(Device{});
+  EXPECT_TRUE(cpu.host_memory);
+  EXPECT_TRUE(cpu.packed_weights);
+  EXPECT_FALSE(cpu.bf16_attention);
+  EXPECT_EQ(cpu.lm_head_rows, 256);
+  const ops::BackendCapabilities& cuda = ops::capabilities(Device{"cuda", 1});
+  EXPECT_FALSE(cuda.host_memory);
+  EXPECT_FALSE(cuda.packed_weights);
+  EXPECT_EQ(cuda.lm_head_rows, 4096);
+  // Every device is usable on the CPU, and it runs every command.
+  std::string problem;
+  EXPECT_EQ(ops::find_backend("cpu")->devices(&problem), 1);
+  EXPECT_TRUE(problem.empty());
+  EXPECT_EQ(&ops::backend_for(Device{}), &ops::cpu_backend<float>());
 }
 
 }  // namespace

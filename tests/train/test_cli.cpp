@@ -16,7 +16,7 @@
 
 #include "model/model.h"
 #include "model/weights_io.h"
-#include "ops/device.h"
+#include "ops/backend_registry.h"
 #include "train/checkpoint.h"
 #include "train/train_config.h"
 #include "train_fixtures.h"
@@ -397,7 +397,9 @@ TEST(TrainCliSlow, TwoMpiProcessesEqualOneProcess) {
 // every refusal that gets printed before the job is aborted names the process's own GPU.
 TEST(TrainCliSlow, EachMpiProcessTakesTheGpuOfItsLocalRank) {
   if (!testing::has_command("mpirun")) GTEST_SKIP() << "mpirun is absent";
-  if (ops::cuda_status().gpus.size() >= 2) GTEST_SKIP() << "two GPUs here: nothing is refused";
+  std::string problem;
+  if (ops::find_backend("cuda")->devices(&problem) >= 2)
+    GTEST_SKIP() << "two GPUs here: nothing is refused";
   MicroRecipe r(4, "sps");
   const std::string mpi =
       "OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ";

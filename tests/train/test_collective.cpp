@@ -46,7 +46,7 @@ TEST(ProcessDevice, CudaWithoutIndexIsTheGpuOfTheLocalRank) {
 // Host memory that says it is not: the host path must go through upload and download.
 class OffHostMemory final : public ops::Memory {
  public:
-  ops::Device device() const override { return {ops::Device::Kind::cuda, 0}; }
+  ops::Device device() const override { return {"cuda", 0}; }
   bool host_accessible() const override { return false; }
   void* allocate(size_t bytes) const override { return std::malloc(bytes); }
   void release(void* pointer) const override { std::free(pointer); }

@@ -76,6 +76,29 @@ TEST(Layers, EveryIncludeIsOfTheOwnAreaOrALinkedOne) {
   EXPECT_GT(files, 100);
 }
 
+// A backend is its own folder of src/ops/ (ops/cpu/, ops/cuda/): the layers above reach it
+// through ops/backend.h and the registry's capabilities (ops/backend_registry.h), so nothing
+// outside src/ops/ includes a backend's headers.
+TEST(Layers, OnlyOpsIncludesABackendsFolder) {
+  const std::regex include(R"(^#include "ops/(\w+)/)");
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kSourceDir / "src")) {
+    const fs::path& path = entry.path();
+    if (path.extension() != ".cpp" && path.extension() != ".h") continue;
+    if (*path.lexically_relative(kSourceDir / "src").begin() == "ops") continue;
+    std::ifstream in(path);
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      std::smatch m;
+      if (std::regex_search(line, m, include))
+        ADD_FAILURE() << path.lexically_relative(kSourceDir).string() << ":" << number
+                      << " includes ops/" << m[1] << "/, a backend's folder";
+    }
+    ++files;
+  }
+  EXPECT_GT(files, 100);
+}
+
 // The two frontends link every area: the binary (cli/) and the Python module (python/),
 // which of cli/ uses only the model and tokenizer loading the commands share. Nothing below
 // them knows Python.

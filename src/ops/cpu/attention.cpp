@@ -103,17 +103,17 @@ template <typename T>
 int64_t set_key_bounds(const AttentionLayout& L, const TileGeometry& g, int64_t key_stream,
                        TileLanes<T>& lanes) {
   using Int = typename Simd<T>::Int;
-  const bool persistent = key_stream == L.persistent_stream;
-  // i − j ≤ reach; reach ≥ T means no limit (and keeps the lane arithmetic in range).
-  int64_t reach = persistent ? L.persistent_key_window : L.window;
-  if (persistent && reach < 0) reach = L.tokens;
-  reach = std::min(reach, L.tokens);
-  const int64_t same_token = key_stream <= g.stream ? 0 : 1;  // input before predict
+  // The document is the lanes' own test, so each range starts no lower than T below its
+  // token, which keeps the lane arithmetic in range.
+  const auto keys = [&](int64_t token) {
+    return visible_keys(L, g.stream, key_stream, token, token - L.tokens);
+  };
   for (int64_t r = 0; r < kTile; ++r) {
-    lanes.key_lo[r] = Int(lanes.token[r] - reach);
-    lanes.key_hi[r] = Int(lanes.token[r] - same_token);
+    const KeyInterval k = keys(lanes.token[r]);
+    lanes.key_lo[r] = Int(k.begin);
+    lanes.key_hi[r] = Int(k.end - 1);
   }
-  return g.i1 - 1 - reach;
+  return keys(g.i1 - 1).begin;
 }
 
 // One head of one sequence. Q is read in place from qkv; K and V are packed per head into

@@ -9,9 +9,11 @@
 // where the tile holds tokens [i0, i1) and doc_min = min doc_start over the tile. The kernel
 // computes scores for every (query, key) in these ranges (area rows · (end − begin)) and
 // masks exactly inside them; everything outside is skipped.
+#include <algorithm>
 #include <cstdint>
 
 #include "ops/ops.h"
+#include "ops/visible_keys.h"
 
 namespace sps::ops {
 
@@ -28,16 +30,15 @@ struct AttentionKeyRange {
 // min doc_start over tokens [i0, i1) of sequence b (0 when doc_start is null).
 int64_t attention_tile_doc_min(const AttentionLayout& layout, int64_t b, int64_t i0, int64_t i1);
 
-// The key tokens of `key_stream` that the query tile [i0, i1) may see (see above).
+// The key tokens of `key_stream` that the query tile [i0, i1) may see (see above): from its
+// first token's visible keys (ops/visible_keys.h) with the tile's lowest document start, to
+// its last token's own key.
 inline AttentionKeyRange attention_key_range(const AttentionLayout& layout, int64_t key_stream,
                                              int64_t i0, int64_t i1, int64_t doc_min) {
-  int64_t begin = doc_min > 0 ? doc_min : 0;
-  if (key_stream != layout.persistent_stream) {
-    if (i0 - layout.window > begin) begin = i0 - layout.window;
-  } else if (layout.persistent_key_window >= 0) {
-    if (i0 - layout.persistent_key_window > begin) begin = i0 - layout.persistent_key_window;
-  }
-  return {begin, i1};
+  const KeyInterval first =
+      visible_keys(layout, key_stream, key_stream, i0, std::max<int64_t>(doc_min, 0));
+  const KeyInterval last = visible_keys(layout, key_stream, key_stream, i1 - 1);
+  return {first.begin, last.end};
 }
 
 // The number of score pairs attention_forward computes for this layout (all sequences and

@@ -22,7 +22,7 @@ class CudaBackend final : public Backend<float> {
   CudaBackend(int index, Precision precision)
       : index_(index), operands_(precision) {}
 
-  Device device() const override { return {Device::Kind::cuda, index_}; }
+  Device device() const override { return {"cuda", index_}; }
   void use_on_this_thread() const override { use_device(index_); }
   bool host_accessible() const override { return false; }
   void* allocate(size_t bytes) const override { return device_allocate(bytes); }

@@ -3,9 +3,14 @@
 #include <string>
 #include <vector>
 
-#include "ops/device.h"
-
 namespace sps::ops::cuda {
+
+struct GpuInfo {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  long long memory_bytes = 0;
+  int multiprocessors = 0;
+};
 
 // "runtime 13.0, driver 12.8" (or "…, no driver").
 std::string runtime_versions();
