@@ -120,7 +120,7 @@ void print_step_table(const StepBenchOptions& o, const StepMeasurement& m) {
   const char* precision = ops::precision_name(o.precision);
   fmt::print("micro-batch {} x {} tokens, {}, median of {} {} after {} warm-up\n", m.batch,
              m.tokens,
-             o.device.kind == ops::Device::Kind::cpu
+             ops::capabilities(o.device).host_memory
                  ? fmt::format("{} threads, {}", omp_get_max_threads(), precision)
                  : fmt::format("{} {}", o.device.name(), precision),
              o.steps, o.forward_only ? "forwards (no backward)" : "steps", o.warmup);
