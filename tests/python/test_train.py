@@ -59,6 +59,18 @@ def test_on_log_stops_the_run_and_resume_continues_it(world, tmp_path):
     assert again["interrupted"] and again["step"] == 14
 
 
+def start_and_wait_until(code, ready):
+    """Runs `code` in a child interpreter until it has written the file `ready`."""
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=os.environ)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert child.poll() is None, child.stderr.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return child
+
+
 def test_ctrl_c_ends_train_within_a_second_with_a_resumable_checkpoint(world, tmp_path):
     recipe = micro_recipe(tmp_path / "r.yaml", world.data, "sps", tmp_path / "run", steps=20000)
     ready = tmp_path / "ready"
@@ -72,13 +84,7 @@ try:
 except KeyboardInterrupt:
     print("KeyboardInterrupt", time.monotonic(), flush=True)
 """
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=os.environ)
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert child.poll() is None, child.stderr.read().decode()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    child = start_and_wait_until(code, ready)
     sent = time.monotonic()
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=30)
@@ -125,13 +131,7 @@ try:
 except KeyboardInterrupt:
     print("again", flush=True)
 """
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=os.environ)
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert child.poll() is None, child.stderr.read().decode()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    child = start_and_wait_until(code, ready)
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=60)
     assert child.returncode == 0, out.decode() + err.decode()
