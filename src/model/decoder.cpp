@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "ops/decode_keys.h"
 #include "util/error.h"
@@ -18,7 +19,8 @@ __int128 Decoder<T>::memory_bytes(const Model<T>& model, const DecoderShape& sha
   const __int128 B = shape.batch, tokens = B * shape.max_chunk_tokens;
   const __int128 rows = tokens * family.streams(), d = c.hidden_size;
   const __int128 cache = __int128(c.n_layer) * B * (longest + ring) * c.hidden_size * 2;
-  const __int128 rope = longest * c.head_dim();  // cos and sin, D/2 each per position
+  // The model's RoPE tables grown to `longest` positions: cos and sin, D/2 each per position.
+  const __int128 rope = longest * c.head_dim();
   const __int128 step = rows * (6 * d + 3 * c.intermediate_size + 3) + tokens * (d + 1 + c.vocab_size);
   return (cache + 2 * rope + step) * sizeof(T);  // the RoPE tables' host copies too
 }
@@ -61,10 +63,7 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
   cache_.allocate(cache_shape);
 
   rope_positions_ = longest;
-  std::vector<T> cos_table(rope_positions_ * D_ / 2, T(0)), sin_table(cos_table.size(), T(0));
-  ops::rope_tables(cos_table.data(), sin_table.data(), rope_positions_, D_, c.rope_theta);
-  rope_cos_.upload(cos_table.data(), cos_table.size());
-  rope_sin_.upload(sin_table.data(), sin_table.size());
+  model_.cover_rope_positions(rope_positions_);
 
   const int64_t B = shape.batch, rows = B * shape.max_chunk_tokens * Q_;
   step_inputs_host_.assign(size_t(2 * rows), 0);
@@ -107,7 +106,7 @@ void Decoder<T>::prefill(const int32_t* prompts, int64_t P,
   build_slot_layout(prompt_layout_, prompts, B, P, c, model_.family());
   cache_.clear_all();
   last_step_pairs_ = 0;
-  const T* W = model_.weights();
+  const T* W = std::as_const(model_).weights();  // const: reading marks no change
   const int64_t rows_per_forward = shape_.prefill_rows > 0
                                        ? shape_.prefill_rows
                                        : std::max<int64_t>(1, kPrefillSlots / (Q_ * P));
@@ -230,7 +229,7 @@ template <typename T>
 void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   const ModelConfig& c = model_.config();
   const ParamTable& table = model_.params();
-  const int64_t B = rows < 0 ? shape_.batch : rows, slots = B * K * Q_, d = d_, F = F_;
+  const int64_t B = rows < 0 ? shape_.batch : rows, slots = B * K * Q_;
   SPS_ASSERT(B >= 1 && B <= shape_.batch);
   SPS_ASSERT(K >= 1 && K <= shape_.max_chunk_tokens);
   const int64_t ring_capacity = cache_.shape().ring_capacity;
@@ -285,19 +284,23 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
         cache_.plan_ring_write(b, (ring_next_[b] + t) % ring_capacity, slot + window_stream_);
     }
 
-  const T* W = model_.weights();
   const int32_t* pos = step_inputs_.data() + slots;
-  T *h = h_.data(), *n = n_.data(), *qkv = qkv_.data(), *att = att_.data();
+  // The model's block, in place on h, with the decode attention over the cache.
+  BlockBuffers<T*> block{};
+  block.h_in = block.h_mid = h_.data();
+  block.n1 = block.n2 = n_.data();
+  block.rstd1 = block.rstd2 = rstd_.data();
+  block.qkv = qkv_.data();
+  block.att = att_.data();
+  block.gate_up = gate_up_.data();
+  block.act = act_.data();
+  T* h = h_.data();
   model_.embed(h, step_inputs_.data(), slots);
   for (int64_t l = 0; l < L_; ++l) {
-    const LayerParams& p = table.layer(l);
-    backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.attention_norm, slots, d, c.norm_eps);
-    model_.block_linear(qkv, n, p.c_attn, slots, d, 3 * d, false, true);
-    backend_.rope_forward(qkv, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
-    backend_.rope_forward(qkv + d, pos, slots, H_, D_, 3 * d, rope_cos_.data(), rope_sin_.data());
-    backend_.attention_decode(att, qkv, cache_.persistent_k(l), cache_.persistent_v(l),
+    model_.block_attention_input(l, block, pos, slots, true);
+    backend_.attention_decode(block.att, block.qkv, cache_.persistent_k(l), cache_.persistent_v(l),
                               cache_.ring_k(l), cache_.ring_v(l), attn);
-    cache_.write_layer(l, qkv);
+    cache_.write_layer(l, block.qkv);
     // In the last layer only the readout stream's rows still matter (the other stream's keys
     // and values are in the cache now): gather them into readout_ and skip the rest's
     // projection and MLP, which feed nothing. Each row's arithmetic is unchanged.
@@ -308,27 +311,24 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
       const int64_t* to = readout_offsets_.data();
       const int64_t* from = to + most;
       T* readout_h = readout_.data();
-      T* readout_att = readout_h + most * d;
-      backend_.copy_rows(readout_h, h, to, from, rows, d);
-      backend_.copy_rows(readout_att, att, to, from, rows, d);
-      h = readout_h;
-      att = readout_att;
+      T* readout_att = readout_h + most * d_;
+      backend_.copy_rows(readout_h, block.h_in, to, from, rows, d_);
+      backend_.copy_rows(readout_att, block.att, to, from, rows, d_);
+      block.h_in = block.h_mid = h = readout_h;
+      block.att = readout_att;
     }
-    model_.block_linear(h, att, p.c_proj, rows, d, d, true, true);
-    backend_.rmsnorm_forward(n, rstd_.data(), h, W + p.mlp_norm, rows, d, c.norm_eps);
-    model_.block_linear(gate_up_.data(), n, p.gate_up, rows, d, 2 * F, false, true);
-    backend_.swiglu_forward(act_.data(), gate_up_.data(), rows, F);
-    model_.block_linear(h, act_.data(), p.down_proj, rows, F, d, true, true);
+    model_.block_output(l, block, block.att, rows, h, true);
   }
   // The readout rows are the first B·K rows of h (gathered above when Q = 2).
-  backend_.rmsnorm_forward(nf_.data(), rstdf_.data(), h, W + table.output_norm(), B * K, d,
+  backend_.rmsnorm_forward(nf_.data(), rstdf_.data(), h,
+                           std::as_const(model_).weights() + table.output_norm(), B * K, d_,
                            c.norm_eps);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < K; ++t) cache_.advance(b);
     next_position_[b] += K;
     last_token_[b] = tokens[b * K + K - 1];
   }
-  model_.block_linear(logits_.data(), nf_.data(), table.wte(), B * K, d, V_, false, true);
+  model_.block_linear(logits_.data(), nf_.data(), table.wte(), B * K, d_, V_, false, true);
   logit_positions_ = K;
   logits_changed(B * K);
 }

@@ -9,20 +9,21 @@
 // windowed slots' K/V into the ring. Logits come from each row's last readout slot.
 //
 // A decode step feeds each row one token at its next position: interleaved families forward
-// the pair (token, PREDICT) together, standard the token alone. In every layer the step's
-// query rows attend the cache plus the step's own keys (ops::attention_decode); then the
-// persistent slot's K/V is appended and the windowed slot's K/V pushed into the ring.
+// the pair (token, PREDICT) together, standard the token alone, through the model's own block
+// (Model::block_attention_input and block_output) with the decode attention in its middle:
+// the step's query rows attend the cache plus the step's own keys (ops::attention_decode);
+// then the persistent slot's K/V is appended and the windowed slot's K/V pushed into the ring.
 // Logits come from the readout slot. After a row consumes EOS its cache is cleared at its
 // next step; positions keep counting and never reset. An extend feeds K tokens per row in
 // one pass (the linear layers then multiply K·Q rows per sequence at once, and the attention
 // of each new token sees the cache plus the chunk's earlier keys): the same logits as K
 // steps, for every fed position, at the cost of a forward over K tokens.
 //
-// Positions past the model's block_size: allowed. The decoder's RoPE tables cover every
-// position the shape can reach (the longest prompt plus max_new_tokens); a model trained on
-// block_size tokens then runs on positions it never saw (RoPE extrapolation), which is the
-// caller's choice (`sps generate` says so once on stderr). Only the prompt itself must fit
-// block_size, because prefill is the training forward.
+// Positions past the model's block_size: allowed. The decoder grows the model's RoPE tables
+// to every position the shape can reach (the longest prompt plus max_new_tokens); a model
+// trained on block_size tokens then runs on positions it never saw (RoPE extrapolation),
+// which is the caller's choice (`sps generate` says so once on stderr). Only the prompt
+// itself must fit block_size, because prefill is the training forward.
 //
 // Memory is planned by the constructor; prefill plans the model's activations for
 // [prefill_rows, P]; decode steps allocate nothing.
@@ -55,8 +56,8 @@ class Decoder {
  public:
   Decoder(Model<T>& model, const DecoderShape& shape);
 
-  // Bytes a decoder of this shape allocates on the model's backend: its KV cache, RoPE tables
-  // and step buffers (the constructor refuses a shape whose bytes are not available).
+  // Bytes a decoder of this shape allocates on the model's backend: its KV cache, the growth
+  // of the model's RoPE tables and its step buffers (the constructor refuses a shape whose bytes are not available).
   static __int128 memory_bytes(const Model<T>& model, const DecoderShape& shape);
 
   // prompts: [B, P] token ids, each row left-padded with PAD and holding at least one real
@@ -122,7 +123,6 @@ class Decoder {
   int64_t rope_positions_ = 0;
   KvCache<T> cache_;
   SlotLayout prompt_layout_;
-  ops::DeviceBuffer<T> rope_cos_{backend_}, rope_sin_{backend_};
   // A step's slot tokens [B·K·Q] then their positions [B·K·Q], built on the host.
   std::vector<int32_t> step_inputs_host_;
   ops::DeviceBuffer<int32_t> step_inputs_{backend_};

@@ -357,15 +357,22 @@ void Model<T>::reserve(int64_t B, int64_t T_, bool training) {
   planned_batch_ = B;
   planned_tokens_ = T_;
   planned_kind_ = kind;
-  const int64_t D = config_.head_dim();
-  std::vector<T> cos_table(T_ * D / 2, T(0)), sin_table(T_ * D / 2, T(0));
-  ops::rope_tables(cos_table.data(), sin_table.data(), T_, D, config_.rope_theta);
-  rope_cos_.upload(cos_table.data(), cos_table.size());
-  rope_sin_.upload(sin_table.data(), sin_table.size());
+  cover_rope_positions(T_);
   const size_t slots = size_t(B * family_.streams() * T_);
   host_positions_.reserve(slots);
   for (auto* buffer : {&slot_tokens_, &slot_positions_}) buffer->reserve(slots);
   for (auto* buffer : {&doc_, &doc_start_, &readout_targets_}) buffer->reserve(size_t(B * T_));
+}
+
+template <typename T>
+void Model<T>::cover_rope_positions(int64_t n) {
+  if (n <= rope_positions_) return;
+  const int64_t D = config_.head_dim();
+  std::vector<T> cos_table(n * D / 2, T(0)), sin_table(n * D / 2, T(0));
+  ops::rope_tables(cos_table.data(), sin_table.data(), n, D, config_.rope_theta);
+  rope_cos_.upload(cos_table.data(), cos_table.size());
+  rope_sin_.upload(sin_table.data(), sin_table.size());
+  rope_positions_ = n;
 }
 
 template <typename T>
@@ -473,45 +480,43 @@ StepResult Model<T>::run(const int32_t* x, const int32_t* y, int64_t B, int64_t 
 template <typename T>
 int64_t Model<T>::layer_forward(int64_t l, T* h_next, bool last_readouts_only) {
   const int64_t rows = batch_ * layout_.slots();
-  const int64_t d = config_.hidden_size;
-  const int64_t H = config_.n_head, D = config_.head_dim();
-  const T* W = weights_.data();
-  const int32_t* pos = slot_positions_.data();
-  const LayerParams& p = table_.layer(l);
   LayerActs& a = layer_acts_[l];
-  // Attention half: h_mid = h_in + c_proj(Attn(RoPE(c_attn(RMSNorm(h_in)))))
-  backend_.rmsnorm_forward(a.n1, a.rstd1, a.h_in, W + p.attention_norm, rows, d, config_.norm_eps);
-  block_linear(a.qkv, a.n1, p.c_attn, rows, d, 3 * d, false, false);
-  backend_.rope_forward(a.qkv, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
-  backend_.rope_forward(a.qkv + d, pos, rows, H, D, 3 * d, rope_cos_.data(), rope_sin_.data());
+  block_attention_input(l, a, slot_positions_.data(), rows, false);
   const int64_t pairs = backend_.attention_forward(a.att, a.lse, a.qkv, attention_layout());
-  if (last_readouts_only) {
+  if (last_readouts_only)
     last_readouts_forward(l, h_next);
-    return pairs;
-  }
-  backend_.copy(a.h_mid, a.h_in, sizeof(T) * rows * d);
-  block_tail(l, a.att, rows, h_next, false);
+  else
+    block_output(l, a, a.att, rows, h_next, false);
   return pairs;
 }
 
-// The block after its attention, on `rows` rows of h_mid (which holds their input residual):
-// h_mid += c_proj(att); then, unless h_next is null, h_next = h_mid + down(silu(gate(n2)) ⊙
-// up(n2)), n2 = RMSNorm(h_mid); gate|up is one [2F, d] weight. att is read only by c_proj,
-// so h_next may be att's buffer.
 template <typename T>
-void Model<T>::block_tail(int64_t l, const T* att, int64_t rows, T* h_next, bool few_rows) {
+void Model<T>::block_attention_input(int64_t l, const BlockBuffers<T*>& a,
+                                     const int32_t* positions, int64_t rows, bool few_rows) const {
+  const int64_t d = config_.hidden_size, H = config_.n_head, D = config_.head_dim();
+  const LayerParams& p = table_.layer(l);
+  backend_.rmsnorm_forward(a.n1, a.rstd1, a.h_in, weights_.data() + p.attention_norm, rows, d,
+                           config_.norm_eps);
+  block_linear(a.qkv, a.n1, p.c_attn, rows, d, 3 * d, false, few_rows);
+  for (T* rotated : {a.qkv, a.qkv + d})  // q, then k
+    backend_.rope_forward(rotated, positions, rows, H, D, 3 * d, rope_cos_.data(),
+                          rope_sin_.data());
+}
+
+template <typename T>
+void Model<T>::block_output(int64_t l, const BlockBuffers<T*>& a, const T* att, int64_t rows,
+                            T* h_next, bool few_rows) const {
   const int64_t d = config_.hidden_size, F = config_.intermediate_size;
   const LayerParams& p = table_.layer(l);
-  LayerActs& a = layer_acts_[l];
+  if (a.h_mid != a.h_in) backend_.copy(a.h_mid, a.h_in, sizeof(T) * rows * d);
   block_linear(a.h_mid, att, p.c_proj, rows, d, d, true, few_rows);
   backend_.rmsnorm_forward(a.n2, a.rstd2, a.h_mid, weights_.data() + p.mlp_norm, rows, d,
                            config_.norm_eps);
   block_linear(a.gate_up, a.n2, p.gate_up, rows, d, 2 * F, false, few_rows);
   backend_.swiglu_forward(a.act, a.gate_up, rows, F);
-  if (h_next) {
-    backend_.copy(h_next, a.h_mid, sizeof(T) * rows * d);
-    block_linear(h_next, a.act, p.down_proj, rows, F, d, true, few_rows);
-  }
+  if (!h_next) return;
+  if (h_next != a.h_mid) backend_.copy(h_next, a.h_mid, sizeof(T) * rows * d);
+  block_linear(h_next, a.act, p.down_proj, rows, F, d, true, few_rows);
 }
 
 // The rest of block l (after its attention) for the last readout slot of each sequence: their
@@ -533,7 +538,9 @@ void Model<T>::last_readouts_forward(int64_t l, T* h_next) {
   const int64_t* slot = row + B;
   backend_.copy_rows(a.n1, a.att, row, slot, B, d);
   backend_.copy_rows(a.h_mid, a.h_in, row, slot, B, d);
-  block_tail(l, a.n1, B, a.n1, B <= 16);
+  LayerActs gathered = a;  // the block's rest in place on the gathered rows
+  gathered.h_in = a.h_mid;
+  block_output(l, gathered, a.n1, B, a.n1, B <= 16);
   backend_.copy_rows(h_next, a.n1, slot, row, B, d);
 }
 

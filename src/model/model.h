@@ -175,6 +175,26 @@ class Model {
   // Returns the activation plan's memory; the next forward plans again.
   void release_activations();
 
+  // One transformer block (docs/model.md §2), the one definition the training forward,
+  // prefill and cached decode (model/decoder.h) run, in two halves around its attention, the
+  // part that differs (attention_forward over a layout, attention_decode over a cache).
+  // Buffers as BlockBuffers, [rows, width] each; a caller that keeps no h_mid, n2 or rstd2 of
+  // its own passes h_in, n1 and rstd1 there (the block then runs in place).
+  // Before the attention: n1 = RMSNorm(h_in), qkv = c_attn(n1), RoPE on q and k at
+  // `positions` [rows] (below rope_positions()).
+  void block_attention_input(int64_t l, const BlockBuffers<T*>& a, const int32_t* positions,
+                             int64_t rows, bool few_rows) const;
+  // After it: h_mid = h_in + c_proj(att); n2 = RMSNorm(h_mid); act = silu(gate(n2)) ⊙ up(n2),
+  // gate|up one [2F, d] weight; then, unless h_next is null (recomputation needs the
+  // activations only), h_next = h_mid + down(act). att is read only by c_proj, so h_next
+  // may be att's buffer.
+  void block_output(int64_t l, const BlockBuffers<T*>& a, const T* att, int64_t rows, T* h_next,
+                    bool few_rows) const;
+  // The RoPE tables cover positions [0, n) from now on (they only grow). A forward covers
+  // its tokens; a decoder covers every position its shape can reach.
+  void cover_rope_positions(int64_t n);
+  int64_t rope_positions() const { return rope_positions_; }
+
   // Read-only views of a forward, for the prefill of cached generation (model/decoder.h):
   // layer l's q | k | v after RoPE, [B·S, 3d] stream-major (valid in ForwardOptions::
   // after_layer(l); plans that share one block's buffers overwrite it with the next block),
@@ -204,7 +224,6 @@ class Model {
   // pairs.
   int64_t layer_forward(int64_t l, T* h_next, bool last_readouts_only = false);
   void last_readouts_forward(int64_t l, T* h_next);
-  void block_tail(int64_t l, const T* att, int64_t rows, T* h_next, bool few_rows);
   void backward_layers(const BackwardOptions<T>& options);
   ops::AttentionLayout attention_layout() const;
 
@@ -220,7 +239,8 @@ class Model {
   const ops::Backend<T>& backend_;
   ops::DeviceBuffer<T> weights_{backend_}, grads_{backend_}, acts_{backend_};
   std::unique_ptr<ops::GemmWeightCopies> gemm_weights_;           // null: the GEMMs read weights_
-  ops::DeviceBuffer<T> rope_cos_{backend_}, rope_sin_{backend_};  // [T, D/2]
+  ops::DeviceBuffer<T> rope_cos_{backend_}, rope_sin_{backend_};  // [rope_positions_, D/2]
+  int64_t rope_positions_ = 0;
   SlotLayout layout_;                       // the step's layout, built on the host
   std::vector<int32_t> host_positions_;     // [B·S] position of every slot
   // The layout on the device: slot tokens and positions [B·S], doc and doc_start [B·T],
