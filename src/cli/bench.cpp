@@ -203,7 +203,7 @@ std::vector<GenerateBenchModel> generate_bench_models(const std::vector<std::str
   for (const std::string& path : configs) {
     const ModelConfig base = load_model_config(path, overrides);
     for (const std::string& name : families) {
-      const FamilyEntry& entry = family_entry(name, "--families");
+      const StudyFamily& entry = study_family(name, "--families");
       GenerateBenchModel m;
       m.config = base;
       m.config.family = entry.model_family;
@@ -237,16 +237,17 @@ void register_generate_bench(CLI::App* bench) {
   auto* generate = bench->add_subcommand(
       "generate", "cached generation, the paper's protocol: prefill + decode for each family");
   static std::vector<std::string> gen_configs, gen_checkpoints, gen_overrides;
-  static std::vector<std::string> gen_families = family_names();
+  static std::vector<std::string> gen_families = study_family_names();
   static GenerateBenchOptions gen;
   static bool gen_paper = false;
   generate->add_option("--config", gen_configs,
                        "model config YAML(s); each runs every --families entry, random weights");
   generate->add_option("--checkpoint", gen_checkpoints,
                        "checkpoint folder(s), or run folder(s) (their newest checkpoint), each as trained");
-  generate->add_option("--families", gen_families,
-                       fmt::format("for --config: {} (2x_memory: sps with w >= every position)",
-                                   fmt::join(family_names(), ",")))
+  generate
+      ->add_option("--families", gen_families,
+                   fmt::format("for --config: {} (2x_memory: sps with w >= every position)",
+                               fmt::join(study_family_names(), ",")))
       ->delimiter(',');
   generate->add_option("overrides", gen_overrides, "model.key=value overrides for --config");
   generate->add_option("--prompt-tokens", gen.prompt_tokens, "P, prompt tokens per row")

@@ -170,7 +170,7 @@ ExperimentMatrix parse_matrix(const std::string& text, const std::string& source
   const std::string recipe = yaml_string(root["recipe"], source, "recipe");
   m.recipe = (fs::path(source).parent_path() / recipe).lexically_normal().string();
   m.families = strings(root, "families", source, true);
-  for (const auto& f : m.families) family_entry(f, source + ": families");
+  for (const auto& f : m.families) study_family(f, source + ": families");
   check_distinct(m.families, "families", source);
   m.scales = strings(root, "scales", source, true);
   for (const auto& s : m.scales) check_scale_name(s, source);
@@ -226,7 +226,7 @@ std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& m) {
         m.tokens.empty() ? std::vector<int64_t>{scale_config.training.max_tokens} : m.tokens;
     for (const int64_t budget : tokens) {
       for (const auto& family : m.families) {
-        const FamilyEntry& entry = family_entry(family, "families");
+        const StudyFamily& entry = study_family(family, "families");
         std::vector<int64_t> windows = m.windows;
         if (entry.window == WindowRule::none) windows = {0};
         if (entry.window == WindowRule::every_position) windows = {scale_config.model.block_size};

@@ -46,7 +46,7 @@ struct PlannedBranch {
 
 // One run of the matrix, as recorded in runs/<name>/run.json.
 struct PlannedRun {
-  std::string name, group, recipe, family, scale;
+  std::string name, group, recipe, family, scale;  // family: the study family (model/family.h)
   int64_t window = 0, seed = 0, tokens = 0;
   std::vector<std::string> overrides;  // what `sps train` gets, before system.out_dir
   std::vector<PlannedBranch> branches;

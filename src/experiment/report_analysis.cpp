@@ -23,7 +23,7 @@ int scale_rank(const std::string& scale) {
   return rank_in({"micro", "tiny", "xs", "s", "m", "l", "xl"}, scale);
 }
 
-int family_rank(const std::string& family) { return rank_in(family_names(), family); }
+int family_rank(const std::string& family) { return rank_in(study_family_names(), family); }
 
 // Mean of the runs' values that are present.
 template <typename Field>

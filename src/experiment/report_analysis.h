@@ -18,7 +18,7 @@ struct GapPoint {
 
 // The runs of one group: same recipe and overrides but the seed.
 struct GroupSummary {
-  std::string name, family, scale;
+  std::string name, family, scale;  // family: the study family (model/family.h)
   int64_t window = 0, tokens = 0;
   std::vector<const RunResults*> runs;  // ascending seed
   std::vector<double> final_val_nlls;   // one per run

@@ -27,7 +27,7 @@ Figure titled_figure(std::string file, std::string title, std::string xlabel, st
 FigureSeries series_for(const GroupSummary& g, const std::vector<int64_t>& windows) {
   FigureSeries s;
   s.title = group_label(g);
-  s.color = family_entry(g.family, "family").color;
+  s.color = study_family(g.family, "family").color;
   const auto found = std::find(windows.begin(), windows.end(), g.window);
   const int at = found == windows.end() ? 0 : int(found - windows.begin());
   const int point_types[] = {7, 5, 9, 11, 13, 15};
@@ -83,7 +83,7 @@ std::optional<Figure> window_figure(const Cohort& c) {
   for (const std::string& family : families) {
     FigureSeries s;
     s.title = family;
-    s.color = family_entry(family, "family").color;
+    s.color = study_family(family, "family").color;
     for (const GroupSummary& g : c.groups)
       if (g.family == family) {
         const auto at = std::find(order.begin(), order.end(), g.window) - order.begin();

@@ -38,8 +38,8 @@ std::string tokens(double n) {
 }
 
 std::string window_cell(const GroupSummary& g) {
-  return family_entry(g.family, "family").window == WindowRule::none ? kMissing
-                                                                      : std::to_string(g.window);
+  return study_family(g.family, "family").window == WindowRule::none ? kMissing
+                                                                     : std::to_string(g.window);
 }
 
 std::string reach_cell(const GroupSummary& g, const Cohort& c) {

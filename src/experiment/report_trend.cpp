@@ -132,7 +132,7 @@ std::vector<GapTrend> analyse_trends(const Runs& runs, double alpha) {
     for (const auto& [name, by_seed] : groups)
       if (by_seed.begin()->second->record.family == "standard") standard = &by_seed;
     if (!standard) continue;
-    for (const std::string& family : family_names())
+    for (const std::string& family : study_family_names())
       for (const auto& [name, by_seed] : groups) {
         const RunRecord& first = by_seed.begin()->second->record;
         if (&by_seed == standard || first.family != family) continue;
@@ -142,7 +142,7 @@ std::vector<GapTrend> analyse_trends(const Runs& runs, double alpha) {
         trend.group = name;
         trend.family = first.family;
         trend.window = first.window;
-        trend.label = family_entry(first.family, "family").window == WindowRule::swept
+        trend.label = study_family(first.family, "family").window == WindowRule::swept
                           ? fmt::format("{} w{}", first.family, first.window)
                           : first.family;
         Pairs pairs;

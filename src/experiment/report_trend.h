@@ -33,7 +33,7 @@ struct GapFit {
 };
 
 struct GapTrend {
-  std::string scale, group, label, family;
+  std::string scale, group, label, family;  // family: the study family (model/family.h)
   int64_t window = 0, budget = 0;
   std::vector<int64_t> seeds;             // those both groups have
   std::vector<std::string> partial_runs;  // runs of the trend that are not done

@@ -186,7 +186,7 @@ RunRecord read_run_record(const std::string& path) {
     if (!o.is_string()) fail("{}: field \"overrides\" must be a list of strings", path);
     r.overrides.push_back(o.get<std::string>());
   }
-  check_one_of(r.family, family_names(), "family", path);
+  check_one_of(r.family, study_family_names(), "family", path);
   check_one_of(r.status, kStatuses, "status", path);
   return r;
 }

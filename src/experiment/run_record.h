@@ -14,7 +14,7 @@ namespace sps {
 std::string decay_folder_name(int64_t from);
 
 struct RunRecord {
-  std::string name, group, recipe, family, scale, status, error;
+  std::string name, group, recipe, family, scale, status, error;  // family: a study family
   std::string cpu;  // where it ran (optional in run.json; "" when absent)
   int64_t window = 0, seed = 0, tokens = 0;
   std::vector<std::string> overrides;

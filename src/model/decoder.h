@@ -57,7 +57,8 @@ class Decoder {
   Decoder(Model<T>& model, const DecoderShape& shape);
 
   // Bytes a decoder of this shape allocates on the model's backend: its KV cache, the growth
-  // of the model's RoPE tables and its step buffers (the constructor refuses a shape whose bytes are not available).
+  // of the model's RoPE tables and its step buffers (the constructor refuses a shape whose bytes
+  // are not available).
   static __int128 memory_bytes(const Model<T>& model, const DecoderShape& shape);
 
   // prompts: [B, P] token ids, each row left-padded with PAD and holding at least one real

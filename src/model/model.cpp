@@ -491,8 +491,8 @@ int64_t Model<T>::layer_forward(int64_t l, T* h_next, bool last_readouts_only) {
 }
 
 template <typename T>
-void Model<T>::block_attention_input(int64_t l, const BlockBuffers<T*>& a,
-                                     const int32_t* positions, int64_t rows, bool few_rows) const {
+void Model<T>::block_attention_input(int64_t l, const BlockBuffers<T*>& a, const int32_t* positions,
+                                     int64_t rows, bool few_rows) const {
   const int64_t d = config_.hidden_size, H = config_.n_head, D = config_.head_dim();
   const LayerParams& p = table_.layer(l);
   backend_.rmsnorm_forward(a.n1, a.rstd1, a.h_in, weights_.data() + p.attention_norm, rows, d,

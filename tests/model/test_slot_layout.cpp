@@ -77,18 +77,18 @@ TEST(Family, TableOfSpec) {
 }
 
 TEST(FamilyRegistry, EveryEntryBuildsAModelAndTablesListStandardFirst) {
-  const std::vector<std::string> names = family_names();
+  const std::vector<std::string> names = study_family_names();
   EXPECT_EQ(names, (std::vector<std::string>{"standard", "2x_memory", "delayed_state",
                                              "reverse_sps", "sps"}));
-  for (const FamilyEntry& e : family_registry()) EXPECT_NO_THROW(family_by_name(e.model_family));
-  const FamilyEntry& double_memory = family_entry("2x_memory", "families");
+  for (const StudyFamily& e : study_families()) EXPECT_NO_THROW(family_by_name(e.model_family));
+  const StudyFamily& double_memory = study_family("2x_memory", "families");
   EXPECT_EQ(double_memory.model_family, "sps");
   EXPECT_EQ(double_memory.window, WindowRule::every_position);
-  EXPECT_EQ(family_entry("standard", "families").window, WindowRule::none);
+  EXPECT_EQ(study_family("standard", "families").window, WindowRule::none);
   EXPECT_TRUE(window_is_swept("reverse_sps"));
   EXPECT_FALSE(window_is_swept("2x_memory"));
   try {
-    family_entry("gpt", "--families");
+    study_family("gpt", "--families");
     ADD_FAILURE() << "no error for an unknown family";
   } catch (const UserError& e) {
     EXPECT_STREQ(e.what(), "--families: 'gpt': expected one of standard, 2x_memory, "
@@ -98,9 +98,9 @@ TEST(FamilyRegistry, EveryEntryBuildsAModelAndTablesListStandardFirst) {
 
 TEST(FamilyRegistry, ModelFamiliesColoursAndReferenceClassesComeFromTheRows) {
   std::set<std::string> colours, classes;
-  for (const FamilyEntry& e : family_registry()) {
+  for (const StudyFamily& e : study_families()) {
     // Every row is built as a row that is a model family.
-    EXPECT_TRUE(family_entry(e.model_family, "families").is_model_family()) << e.name;
+    EXPECT_TRUE(study_family(e.model_family, "families").is_model_family()) << e.name;
     EXPECT_TRUE(colours.insert(e.color).second) << e.name << ": a colour of its own";
     EXPECT_EQ(e.color.size(), 7u) << e.name;
     if (e.reference_class.empty()) continue;
