@@ -7,11 +7,11 @@
 // pack_weight_rows' rows (host memory). by_token (ops.h TokenRows) is null unless the
 // backend's embedding_run_rows() > 0.
 //
-// From this list come Backend<T>'s pure virtuals (SPS_DECLARE_BACKEND_OP) and each backend's
+// From this list come Backend<T>'s pure virtuals (SPS_DECLARE_BACKEND_OP), each backend's
 // overrides (SPS_OVERRIDE_FROM_OP_TABLE: a backend says in its op table, a line per op, what
-// it runs). An op's parameters are so written three times: here, in ops.h (the CPU's
-// function, with the contract) and in the declaration of a backend's own version
-// (ops/cuda/kernels.h).
+// it runs) and the checking backend's wrappers (tests/model/checking_backend.h). An op's
+// parameters are so written three times: here, in ops.h (the CPU's function, with the
+// contract) and in the declaration of a backend's own version (ops/cuda/kernels.h).
 #include <cstdint>
 #include <string>
 #include <vector>
