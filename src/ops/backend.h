@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ops/device.h"
+#include "ops/op_list.h"
 #include "ops/ops.h"
 #include "util/error.h"
 #include "util/process_stats.h"
@@ -163,8 +164,7 @@ class GemmWeightCopies {
   virtual int64_t conversions() const = 0;
 };
 
-// The ops of ops.h on one device, for element type T (the CUDA backend has float only).
-// Each has the contract, shapes and accumulation rules of its namesake in ops.h.
+// The ops of op_list.h on one device, for element type T (the CUDA backend has float only).
 template <typename T>
 class Backend : public Memory {
  public:
@@ -177,85 +177,17 @@ class Backend : public Memory {
   // CPU: which path was chosen, and why), else empty.
   virtual std::string describe_gemms() const { return ""; }
 
-  // x[i] = value for i in [0, n)
-  virtual void fill(T* x, int64_t n, T value) const = 0;
-  // ops.h copy_rows: n rows of `width` elements between offsets (to, from: this memory too).
-  virtual void copy_rows(T* dst, const T* src, const int64_t* to, const int64_t* from, int64_t n,
-                         int64_t width) const = 0;
-
-  virtual void linear_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
-                              int64_t out_dim, bool accumulate, int64_t ld_in = 0,
-                              int64_t ld_out = 0) const = 0;
-  virtual void linear_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight,
-                               int64_t rows, int64_t in_dim, int64_t out_dim, bool accumulate_din,
-                               int64_t ld_in = 0, int64_t ld_dout = 0) const = 0;
-  virtual void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows,
-                                     int64_t in_dim, int64_t out_dim, bool accumulate) const = 0;
-  // The packed inference layout of ops.h (pack_weight_rows' rows are host memory, `packed`
-  // this backend's). A backend without one answers packed_panel_rows() == 0 and keeps its
-  // weights in rows; the other packed ops are then never called.
+  // Capabilities the model reads before it calls the ops below, 0 where the backend has none:
+  // the row count of its packed inference layout's panels (ops.h; with none the weights stay
+  // in rows and the packed ops are never called); the run length of the rows grouped by token
+  // (ops.h TokenRows) its embedding_backward reads as by_token; the tile size of the plan
+  // (attention_plan.h) its attention reads from AttentionLayout::tile_kinds.
   virtual int64_t packed_panel_rows() const { return 0; }
-  virtual int64_t packed_weight_bytes(WeightType, int64_t, int64_t) const { return 0; }
-  virtual void pack_weight_rows(WeightType, void*, const T*, int64_t, int64_t, int64_t, int64_t,
-                                const std::string&) const {
-    SPS_ASSERT(!"this backend packs no weights");
-  }
-  virtual void linear_packed_forward(T*, const T*, const void*, WeightType, int64_t, int64_t,
-                                     int64_t, bool) const {
-    SPS_ASSERT(!"this backend packs no weights");
-  }
-  virtual void embedding_packed_forward(T*, const int32_t*, const void*, WeightType, int64_t,
-                                        int64_t, int64_t) const {
-    SPS_ASSERT(!"this backend packs no weights");
-  }
-
-  virtual void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
-                                 int64_t d) const = 0;
-  // by_token: the rows grouped by token (ops.h TokenRows) when embedding_run_rows() > 0,
-  // else null. embedding_run_rows(): the run length of the TokenRows this backend reads, or 0.
   virtual int64_t embedding_run_rows() const { return 0; }
-  virtual void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t n,
-                                  int64_t d, const TokenRows* by_token) const = 0;
-
-  virtual void rmsnorm_forward(T* out, T* rstd, const T* in, const T* gain, int64_t rows,
-                               int64_t d, double eps) const = 0;
-  virtual void rmsnorm_backward(T* din, T* dgain, const T* dout, const T* in, const T* gain,
-                                const T* rstd, int64_t rows, int64_t d) const = 0;
-
-  virtual void rope_forward(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
-                            int64_t row_stride, const T* cos_table,
-                            const T* sin_table) const = 0;
-  virtual void rope_backward(T* dx, const int32_t* pos, int64_t n, int64_t heads,
-                             int64_t head_dim, int64_t row_stride, const T* cos_table,
-                             const T* sin_table) const = 0;
-
-  virtual void swiglu_forward(T* act, const T* gate_up, int64_t rows, int64_t F) const = 0;
-  virtual void swiglu_backward(T* dgate_up, const T* dact, const T* gate_up, int64_t rows,
-                               int64_t F) const = 0;
-
-  virtual void cross_entropy_forward(T* nll, T* lse, const T* logits, const int32_t* targets,
-                                     int64_t rows, int64_t V) const = 0;
-  virtual void top_k_rows(int32_t* ids, T* values, int32_t* first_nonfinite, const T* x,
-                          int64_t rows, int64_t n, const uint8_t* banned, int64_t k) const = 0;
-  virtual void cross_entropy_backward(T* dlogits, const T* logits, const T* lse,
-                                      const int32_t* targets, const T* dnll, int64_t rows,
-                                      int64_t V) const = 0;
-
-  // The layouts' arrays (doc, doc_start, tile_kinds; persistent_end, ring_len, ring_next) are
-  // this backend's memory too. attention_tile(): the tile size of the plan (attention_plan.h)
-  // this backend's attention reads from AttentionLayout::tile_kinds, or 0 when it reads none.
   virtual int64_t attention_tile() const { return 0; }
-  virtual int64_t attention_forward(T* out, T* lse, const T* qkv,
-                                    const AttentionLayout& layout) const = 0;
-  virtual void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out,
-                                  const T* lse, const AttentionLayout& layout) const = 0;
-  virtual void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
-                                const T* ring_k, const T* ring_v,
-                                const DecodeAttentionLayout& layout) const = 0;
 
-  virtual void adamw_update(T* weights, const T* grads, float* m, float* v,
-                            const std::vector<AdamWRange>& ranges, const AdamWStep& step) const = 0;
-  virtual double sum_squares(const T* x, int64_t n) const = 0;
+  // The ops of op_list.h, each with the contract of its namesake in ops.h.
+  SPS_BACKEND_OPS(SPS_DECLARE_BACKEND_OP)
 
   // The GEMM rate `sps bench` holds work against: `repeats` products out[n, n] = a · bᵀ
   // (linear_forward's, a and b [n, n] in this memory), the seconds of each, timed to its end.

@@ -5,9 +5,10 @@
 // copies, and inference's (top-k rows, decode attention, the decode and packed linears, the
 // packed embedding). Pointers are to the backend's memory; shapes are in the comments,
 // row-major, [rows, cols]. CPU implementations live in ops/cpu/ and are instantiated for
-// float (training) and double (tests). Other backends implement the virtuals of Backend<T>
-// (backend.h) that the model calls on them: the CUDA backend runs them in float, without the
-// packed layout (its weights stay in rows, packed_panel_rows() == 0).
+// float (training) and double (tests). The ops a backend runs are listed in op_list.h, whence
+// Backend<T>'s virtuals (backend.h); the CPU backend runs these functions, the CUDA backend
+// its own in float, without the packed layout (its weights stay in rows,
+// packed_panel_rows() == 0).
 //
 // Conventions: "accumulate" arguments choose between out = f(...) and out += f(...).
 // Gradients of parameters are always accumulated (+=), so a step's micro-batches add up.

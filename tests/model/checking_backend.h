@@ -1,7 +1,9 @@
 #pragma once
 // A backend for tests of the backend boundary: it wraps the CPU backend and records every
 // pointer an op or a copy receives that lies outside its own allocations (a GPU backend
-// could not read a host array), and every call from a thread that did not select it.
+// could not read a host array), and every call from a thread that did not select it. Its ops
+// are those of ops/op_list.h, each checked (check_arguments, also_check) and then run by the
+// CPU backend.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -9,7 +11,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "ops/attention_plan.h"
@@ -19,14 +23,28 @@
 
 namespace sps::testing {
 
+// One tag type per op of ops/op_list.h: the checks some ops add (CheckingBackend::also_check).
+namespace checked_op {
+#define SPS_OP_TAG(result, name, parameters, arguments) \
+  struct name {};
+SPS_BACKEND_OPS(SPS_OP_TAG)
+#undef SPS_OP_TAG
+}  // namespace checked_op
+
+// (a, b, c) → a, b, c: an op's arguments, after others.
+#define SPS_OP_ARGUMENTS(...) __VA_ARGS__
+
 class CheckingBackend final : public ops::Backend<float> {
  public:
-  // "op: argument" for each pointer outside, "op: thread" for each call from a thread that
-  // did not say use_on_this_thread (a GPU's current device is the calling thread's).
+  using T = float;  // the element type of ops/op_list.h
+  // "op: argument" for each pointer outside, the argument named as ops/op_list.h names it
+  // (e.g. "linear_forward: in", "attention_forward: layout.doc"); "op: thread" for each call
+  // from a thread that did not say use_on_this_thread (a GPU's current device is the calling
+  // thread's).
   mutable std::vector<std::string> strays;
   mutable int64_t calls = 0;
   mutable double decode_linear_flops = 0;  // 2·rows·in·out of every decode or packed linear
-  mutable int64_t decode_pairs = 0;        // what attention_decode returned, summed
+  mutable int64_t decode_pairs = 0;        // the pairs of every attention_decode, summed
   mutable int64_t largest_download = 0;    // bytes
   mutable int64_t downloads = 0;
 
@@ -39,7 +57,7 @@ class CheckingBackend final : public ops::Backend<float> {
   // Asks for a tile plan, as a GPU backend does, and checks the one each attention receives.
   int64_t attention_tile() const override { return kTile; }
   void* allocate(size_t bytes) const override {
-    check("allocate", {});
+    check_arguments("allocate", "()");
     void* p = cpu().allocate(bytes);
     std::lock_guard lock(mutex_);
     allocations_[static_cast<const char*>(p)] = bytes;
@@ -51,7 +69,7 @@ class CheckingBackend final : public ops::Backend<float> {
     return available ? *available : cpu().available_bytes();
   }
   void release(void* p) const override {
-    check("release", {});
+    check_arguments("release", "()");
     {
       std::lock_guard lock(mutex_);
       allocations_.erase(static_cast<const char*>(p));
@@ -59,187 +77,32 @@ class CheckingBackend final : public ops::Backend<float> {
     cpu().release(p);
   }
   void copy(void* to, const void* from, size_t bytes) const override {
-    check("copy", {to, from});
+    check_arguments("copy", "(to, from)", to, from);
     cpu().copy(to, from, bytes);
   }
   void upload(void* to, const void* host, size_t bytes) const override {
-    check("upload", {to});
+    check_arguments("upload", "(to)", to);
     cpu().upload(to, host, bytes);
   }
   void download(void* host, const void* from, size_t bytes) const override {
-    check("download", {from});
+    check_arguments("download", "(from)", from);
     largest_download = std::max(largest_download, int64_t(bytes));
     ++downloads;
     cpu().download(host, from, bytes);
   }
-  void fill(float* x, int64_t n, float value) const override {
-    check("fill", {x});
-    cpu().fill(x, n, value);
-  }
-  // Every row inside one allocation, and the rows free to be copied in any order (a GPU
-  // copies them at once): no destination row overlaps another or a source row.
-  void copy_rows(float* dst, const float* src, const int64_t* to, const int64_t* from, int64_t n,
-                 int64_t width) const override {
-    check("copy_rows", {dst, src, to, from});
-    std::vector<std::pair<const float*, const float*>> written, read;
-    for (int64_t i = 0; i < n; ++i) {
-      written.emplace_back(dst + to[i], dst + to[i] + width);
-      read.emplace_back(src + from[i], src + from[i] + width);
-    }
-    std::sort(written.begin(), written.end());
-    std::sort(read.begin(), read.end());
-    const auto overlap = [](const auto& a, const auto& b) {
-      return a.first < b.second && b.first < a.second;
-    };
-    bool fine = true;
-    for (size_t i = 0; i < written.size(); ++i) {
-      fine = fine && within_one_allocation(written[i]) && within_one_allocation(read[i]);
-      fine = fine && (i == 0 || !overlap(written[i - 1], written[i]));
-      // Every source row that starts before this row ends.
-      for (auto r = read.begin(); r != read.end() && r->first < written[i].second; ++r)
-        fine = fine && !overlap(*r, written[i]);
-    }
-    if (!fine) {
-      std::lock_guard lock(mutex_);
-      strays.push_back("copy_rows: rows");
-    }
-    cpu().copy_rows(dst, src, to, from, n, width);
-  }
-  void linear_forward(float* out, const float* in, const float* w, int64_t rows, int64_t in_dim,
-                      int64_t out_dim, bool accumulate, int64_t ld_in,
-                      int64_t ld_out) const override {
-    check("linear_forward", {out, in, w});
-    cpu().linear_forward(out, in, w, rows, in_dim, out_dim, accumulate, ld_in, ld_out);
-  }
-  void linear_backward(float* din, float* dw, const float* dout, const float* in, const float* w,
-                       int64_t rows, int64_t in_dim, int64_t out_dim, bool accumulate_din,
-                       int64_t ld_in, int64_t ld_dout) const override {
-    check("linear_backward", {din, dw, dout, in, w});
-    cpu().linear_backward(din, dw, dout, in, w, rows, in_dim, out_dim, accumulate_din, ld_in,
-                          ld_dout);
-  }
-  void linear_decode_forward(float* out, const float* in, const float* w, int64_t rows,
-                             int64_t in_dim, int64_t out_dim, bool accumulate) const override {
-    check("linear_decode_forward", {out, in, w});
-    decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
-    cpu().linear_decode_forward(out, in, w, rows, in_dim, out_dim, accumulate);
-  }
-  int64_t packed_panel_rows() const override { return cpu().packed_panel_rows(); }
-  int64_t packed_weight_bytes(ops::WeightType type, int64_t in_dim,
-                              int64_t out_dim) const override {
-    return cpu().packed_weight_bytes(type, in_dim, out_dim);
-  }
-  void pack_weight_rows(ops::WeightType type, void* packed, const float* rows, int64_t first_row,
-                        int64_t row_count, int64_t in_dim, int64_t out_dim,
-                        const std::string& what) const override {
-    check("pack_weight_rows", {packed});  // rows are host memory
-    cpu().pack_weight_rows(type, packed, rows, first_row, row_count, in_dim, out_dim, what);
-  }
-  void linear_packed_forward(float* out, const float* in, const void* w, ops::WeightType type,
-                             int64_t rows, int64_t in_dim, int64_t out_dim,
-                             bool accumulate) const override {
-    check("linear_packed_forward", {out, in, w});
-    decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
-    cpu().linear_packed_forward(out, in, w, type, rows, in_dim, out_dim, accumulate);
-  }
-  void embedding_packed_forward(float* out, const int32_t* tokens, const void* packed,
-                                ops::WeightType type, int64_t n, int64_t d,
-                                int64_t V) const override {
-    check("embedding_packed_forward", {out, tokens, packed});
-    cpu().embedding_packed_forward(out, tokens, packed, type, n, d, V);
-  }
-  void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
-                         int64_t d) const override {
-    check("embedding_forward", {out, tokens, table});
-    cpu().embedding_forward(out, tokens, table, n, d);
-  }
   // Asks for the rows grouped by token, as a GPU backend does, and checks the ones it gets.
   int64_t embedding_run_rows() const override { return kRunRows; }
-  void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
-                          int64_t d, const ops::TokenRows* by_token) const override {
-    check("embedding_backward", {dtable, dout, tokens});
-    check_token_rows(tokens, n, by_token);
-    cpu().embedding_backward(dtable, dout, tokens, n, d, nullptr);
+  int64_t packed_panel_rows() const override { return cpu().packed_panel_rows(); }
+
+  // Every op of ops/op_list.h: its arguments checked, then the CPU backend's op.
+#define SPS_CHECKED_OP(result, name, parameters, arguments)         \
+  result name parameters const override {                           \
+    check_arguments(#name, #arguments, SPS_OP_ARGUMENTS arguments); \
+    also_check(checked_op::name{}, SPS_OP_ARGUMENTS arguments);     \
+    return cpu().name arguments;                                    \
   }
-  void rmsnorm_forward(float* out, float* rstd, const float* in, const float* gain, int64_t rows,
-                       int64_t d, double eps) const override {
-    check("rmsnorm_forward", {out, rstd, in, gain});
-    cpu().rmsnorm_forward(out, rstd, in, gain, rows, d, eps);
-  }
-  void rmsnorm_backward(float* din, float* dgain, const float* dout, const float* in,
-                        const float* gain, const float* rstd, int64_t rows,
-                        int64_t d) const override {
-    check("rmsnorm_backward", {din, dgain, dout, in, gain, rstd});
-    cpu().rmsnorm_backward(din, dgain, dout, in, gain, rstd, rows, d);
-  }
-  void rope_forward(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
-                    int64_t row_stride, const float* cos_table,
-                    const float* sin_table) const override {
-    check("rope_forward", {x, pos, cos_table, sin_table});
-    cpu().rope_forward(x, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
-  }
-  void rope_backward(float* dx, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
-                     int64_t row_stride, const float* cos_table,
-                     const float* sin_table) const override {
-    check("rope_backward", {dx, pos, cos_table, sin_table});
-    cpu().rope_backward(dx, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
-  }
-  void swiglu_forward(float* act, const float* gate_up, int64_t rows, int64_t F) const override {
-    check("swiglu_forward", {act, gate_up});
-    cpu().swiglu_forward(act, gate_up, rows, F);
-  }
-  void swiglu_backward(float* dgate_up, const float* dact, const float* gate_up, int64_t rows,
-                       int64_t F) const override {
-    check("swiglu_backward", {dgate_up, dact, gate_up});
-    cpu().swiglu_backward(dgate_up, dact, gate_up, rows, F);
-  }
-  void cross_entropy_forward(float* nll, float* lse, const float* logits, const int32_t* targets,
-                             int64_t rows, int64_t V) const override {
-    check("cross_entropy_forward", {nll, lse, logits, targets});
-    cpu().cross_entropy_forward(nll, lse, logits, targets, rows, V);
-  }
-  void top_k_rows(int32_t* ids, float* values, int32_t* first_nonfinite, const float* x,
-                  int64_t rows, int64_t n, const uint8_t* banned, int64_t k) const override {
-    check("top_k_rows", {ids, values, first_nonfinite, x, banned});
-    cpu().top_k_rows(ids, values, first_nonfinite, x, rows, n, banned, k);
-  }
-  void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
-                              const int32_t* targets, const float* dnll, int64_t rows,
-                              int64_t V) const override {
-    check("cross_entropy_backward", {dlogits, logits, lse, targets, dnll});
-    cpu().cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);
-  }
-  int64_t attention_forward(float* out, float* lse, const float* qkv,
-                            const ops::AttentionLayout& layout) const override {
-    check("attention_forward", {out, lse, qkv, layout.doc, layout.doc_start, layout.tile_kinds});
-    check_tile_plan("attention_forward", layout);
-    return cpu().attention_forward(out, lse, qkv, layout);
-  }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, const ops::AttentionLayout& layout) const override {
-    check("attention_backward",
-          {dqkv, dout, qkv, out, lse, layout.doc, layout.doc_start, layout.tile_kinds});
-    check_tile_plan("attention_backward", layout);
-    cpu().attention_backward(dqkv, dout, qkv, out, lse, layout);
-  }
-  void attention_decode(float* out, const float* qkv, const float* pk, const float* pv,
-                        const float* rk, const float* rv,
-                        const ops::DecodeAttentionLayout& layout) const override {
-    check("attention_decode",
-          {out, qkv, pk, pv, rk, rv, layout.persistent_end, layout.ring_len, layout.ring_next});
-    decode_pairs += ops::decode_attention_pairs(layout);  // its own memory is host memory
-    cpu().attention_decode(out, qkv, pk, pv, rk, rv, layout);
-  }
-  void adamw_update(float* w, const float* g, float* m, float* v,
-                    const std::vector<ops::AdamWRange>& ranges,
-                    const ops::AdamWStep& step) const override {
-    check("adamw_update", {w, g, m, v});
-    cpu().adamw_update(w, g, m, v, ranges, step);
-  }
-  double sum_squares(const float* x, int64_t n) const override {
-    check("sum_squares", {x});
-    return cpu().sum_squares(x, n);
-  }
+  SPS_BACKEND_OPS(SPS_CHECKED_OP)
+#undef SPS_CHECKED_OP
 
  private:
   static const ops::Backend<float>& cpu() { return ops::cpu_backend<float>(); }
@@ -281,7 +144,7 @@ class CheckingBackend final : public ops::Backend<float> {
   }
   // The layout's tile plan is the plan of its own doc and doc_start arrays (this backend's
   // memory is host memory underneath), with its pair count.
-  void check_tile_plan(const char* op, const ops::AttentionLayout& layout) const {
+  void check_tile_plan(std::string_view op, const ops::AttentionLayout& layout) const {
     ops::AttentionTilePlan expected;
     ops::plan_attention_tiles(expected, layout, kTile, kTile);
     const bool same = layout.tile_kinds && layout.tile == kTile &&
@@ -292,16 +155,98 @@ class CheckingBackend final : public ops::Backend<float> {
       strays.push_back(std::string(op) + ": tile plan");
     }
   }
-  void check(const char* op, std::initializer_list<const void*> pointers) const {
-    std::lock_guard lock(mutex_);
-    ++calls;
-    if (!threads_.contains(std::this_thread::get_id()))
-      strays.push_back(std::string(op) + ": thread");
-    int k = 0;
-    for (const void* p : pointers) {
-      if (p && !owned(p)) strays.push_back(std::string(op) + ": argument " + std::to_string(k));
-      ++k;
+  // Every call: from a thread that selected this backend, and every pointer among its
+  // arguments, and every array of a layout or of rows grouped by token, inside its
+  // allocations, but pack_weight_rows' rows (host memory, ops/op_list.h). `names` are the
+  // arguments as the list writes them, "(a, b, c)", for the messages.
+  void check_arguments(const char* op, [[maybe_unused]] const char* names,
+                       const auto&... arguments) const {
+    {
+      std::lock_guard lock(mutex_);
+      ++calls;
+      if (!threads_.contains(std::this_thread::get_id()))
+        strays.push_back(std::string(op) + ": thread");
     }
+    [[maybe_unused]] int k = 0;
+    (check_argument(op, argument_name(names, k++), arguments), ...);
+  }
+  template <typename X>
+  void check_argument(std::string_view op, const std::string& name, const X& x) const {
+    if constexpr (std::is_same_v<X, const ops::TokenRows*>) {
+      if (!x) return;
+      check_pointer(op, name + "->order", x->order);
+      check_pointer(op, name + "->token_starts", x->token_starts);
+      check_pointer(op, name + "->run_starts", x->run_starts);
+      check_pointer(op, name + "->token_runs", x->token_runs);
+    } else if constexpr (std::is_pointer_v<X>) {
+      if (!(op == "pack_weight_rows" && name == "rows")) check_pointer(op, name, x);
+    } else if constexpr (std::is_same_v<X, ops::AttentionLayout>) {
+      check_pointer(op, name + ".doc", x.doc);
+      check_pointer(op, name + ".doc_start", x.doc_start);
+      check_pointer(op, name + ".tile_kinds", x.tile_kinds);
+      check_tile_plan(op, x);
+    } else if constexpr (std::is_same_v<X, ops::DecodeAttentionLayout>) {
+      check_pointer(op, name + ".persistent_end", x.persistent_end);
+      check_pointer(op, name + ".ring_len", x.ring_len);
+      check_pointer(op, name + ".ring_next", x.ring_next);
+    }
+  }
+  void check_pointer(std::string_view op, const std::string& name, const void* p) const {
+    std::lock_guard lock(mutex_);
+    if (p && !owned(p)) strays.push_back(std::string(op) + ": " + name);
+  }
+  // The k-th of "(a, b, c)".
+  static std::string argument_name(std::string_view names, int k) {
+    names = names.substr(1, names.size() - 2);
+    for (int i = 0; i < k; ++i) names.remove_prefix(names.find(", ") + 2);
+    return std::string(names.substr(0, names.find(',')));
+  }
+
+  // What some ops are checked or counted for besides their arguments (with the arguments of
+  // ops/op_list.h); nothing for the others.
+  void also_check(auto, const auto&...) const {}
+  // Every row inside one allocation, and the rows free to be copied in any order (a GPU
+  // copies them at once): no destination row overlaps another or a source row.
+  void also_check(checked_op::copy_rows, auto dst, auto src, auto to, auto from, auto n,
+                  auto width) const {
+    std::vector<std::pair<const float*, const float*>> written, read;
+    for (int64_t i = 0; i < n; ++i) {
+      written.emplace_back(dst + to[i], dst + to[i] + width);
+      read.emplace_back(src + from[i], src + from[i] + width);
+    }
+    std::sort(written.begin(), written.end());
+    std::sort(read.begin(), read.end());
+    const auto overlap = [](const auto& a, const auto& b) {
+      return a.first < b.second && b.first < a.second;
+    };
+    bool fine = true;
+    for (size_t i = 0; i < written.size(); ++i) {
+      fine = fine && within_one_allocation(written[i]) && within_one_allocation(read[i]);
+      fine = fine && (i == 0 || !overlap(written[i - 1], written[i]));
+      // Every source row that starts before this row ends.
+      for (auto r = read.begin(); r != read.end() && r->first < written[i].second; ++r)
+        fine = fine && !overlap(*r, written[i]);
+    }
+    if (!fine) {
+      std::lock_guard lock(mutex_);
+      strays.push_back("copy_rows: rows");
+    }
+  }
+  void also_check(checked_op::embedding_backward, auto, auto, auto tokens, auto n, auto,
+                  auto by_token) const {
+    check_token_rows(tokens, n, by_token);
+  }
+  void also_check(checked_op::linear_decode_forward, auto, auto, auto, auto rows, auto in_dim,
+                  auto out_dim, auto) const {
+    decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
+  }
+  void also_check(checked_op::linear_packed_forward, auto, auto, auto, auto, auto rows, auto in_dim,
+                  auto out_dim, auto) const {
+    decode_linear_flops += 2.0 * double(rows) * double(in_dim) * double(out_dim);
+  }
+  void also_check(checked_op::attention_decode, auto, auto, auto, auto, auto, auto,
+                  const auto& layout) const {
+    decode_pairs += ops::decode_attention_pairs(layout);  // its own memory is host memory
   }
   mutable std::mutex mutex_;  // a server's thread and the test's may both call
   mutable std::map<const char*, size_t> allocations_;

@@ -16,20 +16,71 @@ namespace sps::ops {
 
 namespace {
 
+// What the CPU backend runs for each op of op_list.h, with its arguments as listed there: the
+// function of ops.h of the same name; in bf16 precision (float only) the linears of
+// linear_bf16.h.
+template <typename T>
+struct CpuOpTable {
+  bool bf16 = false;
+
+  auto fill(auto x, auto n, auto value) const { std::fill(x, x + n, value); }
+  auto copy_rows(auto... a) const { return ops::copy_rows(a...); }
+  auto linear_forward(auto... a) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16) return cpu::linear_forward_bf16(cpu::bf16_gemm_choice().path, a...);
+    ops::linear_forward(a...);
+  }
+  auto linear_backward(auto... a) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16) return cpu::linear_backward_bf16(cpu::bf16_gemm_choice().path, a...);
+    ops::linear_backward(a...);
+  }
+  // bf16: a decode step's GEMMs on bf16 operands too (as on CUDA), through the same path.
+  auto linear_decode_forward(auto... a) const {
+    if (bf16) return linear_forward(a..., int64_t{0}, int64_t{0});
+    ops::linear_decode_forward(a...);
+  }
+  auto packed_weight_bytes(auto... a) const { return ops::packed_weight_bytes<T>(a...); }
+  auto pack_weight_rows(auto... a) const { return ops::pack_weight_rows(a...); }
+  auto linear_packed_forward(auto... a) const { return ops::linear_packed_forward(a...); }
+  auto embedding_packed_forward(auto... a) const { return ops::embedding_packed_forward(a...); }
+  auto embedding_forward(auto... a) const { return ops::embedding_forward(a...); }
+  // The rows are summed in their order: no grouping by token to read.
+  auto embedding_backward(auto dtable, auto dout, auto tokens, auto n, auto d,
+                          const TokenRows*) const {
+    return ops::embedding_backward(dtable, dout, tokens, n, d);
+  }
+  auto rmsnorm_forward(auto... a) const { return ops::rmsnorm_forward(a...); }
+  auto rmsnorm_backward(auto... a) const { return ops::rmsnorm_backward(a...); }
+  auto rope_forward(auto... a) const { return ops::rope_forward(a...); }
+  auto rope_backward(auto... a) const { return ops::rope_backward(a...); }
+  auto swiglu_forward(auto... a) const { return ops::swiglu_forward(a...); }
+  auto swiglu_backward(auto... a) const { return ops::swiglu_backward(a...); }
+  auto cross_entropy_forward(auto... a) const { return ops::cross_entropy_forward(a...); }
+  auto cross_entropy_backward(auto... a) const { return ops::cross_entropy_backward(a...); }
+  auto top_k_rows(auto... a) const { return ops::top_k_rows(a...); }
+  auto attention_forward(auto... a) const { return ops::attention_forward(a...); }
+  auto attention_backward(auto... a) const { return ops::attention_backward(a...); }
+  auto attention_decode(auto... a) const { return ops::attention_decode(a...); }
+  auto adamw_update(auto... a) const { return ops::adamw_update(a...); }
+  auto sum_squares(auto... a) const { return ops::sum_squares(a...); }
+};
+
 template <typename T>
 class CpuBackend final : public Backend<T> {
  public:
-  explicit CpuBackend(Precision precision = Precision::fp32) : bf16_(precision == Precision::bf16) {
+  explicit CpuBackend(Precision precision = Precision::fp32)
+      : op_table_{precision == Precision::bf16} {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
-    SPS_ASSERT((!bf16_ || std::is_same_v<T, float>));
+    SPS_ASSERT((!op_table_.bf16 || std::is_same_v<T, float>));
   }
   std::unique_ptr<GemmWeightCopies> gemm_weight_copies(const T* weights, int64_t n) const override {
     if constexpr (std::is_same_v<T, float>)
-      if (bf16_) return cpu::bf16_weight_copies(weights, n);
+      if (op_table_.bf16) return cpu::bf16_weight_copies(weights, n);
     return nullptr;
   }
   std::string describe_gemms() const override {
-    return bf16_ ? cpu::bf16_gemm_choice().description : "";
+    return op_table_.bf16 ? cpu::bf16_gemm_choice().description : "";
   }
   Device device() const override { return {}; }
   bool host_accessible() const override { return true; }
@@ -51,121 +102,15 @@ class CpuBackend final : public Backend<T> {
     std::memcpy(host, from, bytes);
   }
   int64_t available_bytes() const override { return available_memory_bytes(); }
-  void fill(T* x, int64_t n, T value) const override { std::fill(x, x + n, value); }
-  void copy_rows(T* dst, const T* src, const int64_t* to, const int64_t* from, int64_t n,
-                 int64_t width) const override {
-    ops::copy_rows(dst, src, to, from, n, width);
+  // In bf16 precision the weights keep their rows: the GEMMs read the bf16 copies.
+  int64_t packed_panel_rows() const override {
+    return op_table_.bf16 ? 0 : ops::packed_panel_rows<T>();
   }
 
-  void linear_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
-                      int64_t out_dim, bool accumulate, int64_t ld_in,
-                      int64_t ld_out) const override {
-    if constexpr (std::is_same_v<T, float>)
-      if (bf16_)
-        return cpu::linear_forward_bf16(cpu::bf16_gemm_choice().path, out, in, weight, rows, in_dim,
-                                        out_dim, accumulate, ld_in, ld_out);
-    ops::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, ld_in, ld_out);
-  }
-  void linear_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight,
-                       int64_t rows, int64_t in_dim, int64_t out_dim, bool accumulate_din,
-                       int64_t ld_in, int64_t ld_dout) const override {
-    if constexpr (std::is_same_v<T, float>)
-      if (bf16_)
-        return cpu::linear_backward_bf16(cpu::bf16_gemm_choice().path, din, dweight, dout, in,
-                                         weight, rows, in_dim, out_dim, accumulate_din, ld_in,
-                                         ld_dout);
-    ops::linear_backward(din, dweight, dout, in, weight, rows, in_dim, out_dim, accumulate_din,
-                         ld_in, ld_dout);
-  }
-  // bf16: a decode step's GEMMs on bf16 operands too (as on CUDA), through the same path.
-  void linear_decode_forward(T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,
-                             int64_t out_dim, bool accumulate) const override {
-    if (bf16_) return linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, 0, 0);
-    ops::linear_decode_forward(out, in, weight, rows, in_dim, out_dim, accumulate);
-  }
-  // In bf16 precision the weights keep their rows: the GEMMs read the bf16 copies.
-  int64_t packed_panel_rows() const override { return bf16_ ? 0 : ops::packed_panel_rows<T>(); }
-  int64_t packed_weight_bytes(WeightType type, int64_t in_dim, int64_t out_dim) const override {
-    return ops::packed_weight_bytes<T>(type, in_dim, out_dim);
-  }
-  void pack_weight_rows(WeightType type, void* packed, const T* rows, int64_t first_row,
-                        int64_t row_count, int64_t in_dim, int64_t out_dim,
-                        const std::string& what) const override {
-    ops::pack_weight_rows(type, packed, rows, first_row, row_count, in_dim, out_dim, what);
-  }
-  void linear_packed_forward(T* out, const T* in, const void* packed, WeightType type,
-                             int64_t rows, int64_t in_dim, int64_t out_dim,
-                             bool accumulate) const override {
-    ops::linear_packed_forward(out, in, packed, type, rows, in_dim, out_dim, accumulate);
-  }
-  void embedding_packed_forward(T* out, const int32_t* tokens, const void* packed,
-                                WeightType type, int64_t n, int64_t d, int64_t V) const override {
-    ops::embedding_packed_forward(out, tokens, packed, type, n, d, V);
-  }
-  void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t n,
-                         int64_t d) const override {
-    ops::embedding_forward(out, tokens, table, n, d);
-  }
-  void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t n, int64_t d,
-                          const TokenRows*) const override {
-    ops::embedding_backward(dtable, dout, tokens, n, d);
-  }
-  void rmsnorm_forward(T* out, T* rstd, const T* in, const T* gain, int64_t rows, int64_t d,
-                       double eps) const override {
-    ops::rmsnorm_forward(out, rstd, in, gain, rows, d, eps);
-  }
-  void rmsnorm_backward(T* din, T* dgain, const T* dout, const T* in, const T* gain,
-                        const T* rstd, int64_t rows, int64_t d) const override {
-    ops::rmsnorm_backward(din, dgain, dout, in, gain, rstd, rows, d);
-  }
-  void rope_forward(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
-                    int64_t row_stride, const T* cos_table, const T* sin_table) const override {
-    ops::rope_forward(x, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
-  }
-  void rope_backward(T* dx, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
-                     int64_t row_stride, const T* cos_table, const T* sin_table) const override {
-    ops::rope_backward(dx, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
-  }
-  void swiglu_forward(T* act, const T* gate_up, int64_t rows, int64_t F) const override {
-    ops::swiglu_forward(act, gate_up, rows, F);
-  }
-  void swiglu_backward(T* dgate_up, const T* dact, const T* gate_up, int64_t rows,
-                       int64_t F) const override {
-    ops::swiglu_backward(dgate_up, dact, gate_up, rows, F);
-  }
-  void cross_entropy_forward(T* nll, T* lse, const T* logits, const int32_t* targets,
-                             int64_t rows, int64_t V) const override {
-    ops::cross_entropy_forward(nll, lse, logits, targets, rows, V);
-  }
-  void top_k_rows(int32_t* ids, T* values, int32_t* first_nonfinite, const T* x, int64_t rows,
-                  int64_t n, const uint8_t* banned, int64_t k) const override {
-    ops::top_k_rows(ids, values, first_nonfinite, x, rows, n, banned, k);
-  }
-  void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
-                              const T* dnll, int64_t rows, int64_t V) const override {
-    ops::cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);
-  }
-  int64_t attention_forward(T* out, T* lse, const T* qkv,
-                            const AttentionLayout& layout) const override {
-    return ops::attention_forward(out, lse, qkv, layout);
-  }
-  void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
-                          const AttentionLayout& layout) const override {
-    ops::attention_backward(dqkv, dout, qkv, out, lse, layout);
-  }
-  void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
-                        const T* ring_k, const T* ring_v,
-                        const DecodeAttentionLayout& layout) const override {
-    ops::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
-  }
-  void adamw_update(T* weights, const T* grads, float* m, float* v,
-                    const std::vector<AdamWRange>& ranges, const AdamWStep& step) const override {
-    ops::adamw_update(weights, grads, m, v, ranges, step);
-  }
-  double sum_squares(const T* x, int64_t n) const override { return ops::sum_squares(x, n); }
+  SPS_BACKEND_OPS(SPS_OVERRIDE_FROM_OP_TABLE)
 
  private:
-  bool bf16_;
+  CpuOpTable<T> op_table_;
 };
 
 }  // namespace

@@ -17,10 +17,53 @@ namespace sps::ops::cuda {
 
 namespace {
 
+// What the CUDA backend runs for each op of op_list.h, with its arguments as listed there:
+// the function of that name of kernels.h, linear.h (cuBLASLt) or memory.h; the GEMMs and the
+// attention on the backend's operands.
+struct CudaOpTable {
+  Precision operands;
+
+  auto fill(auto... a) const { return cuda::fill(a...); }
+  auto copy_rows(auto... a) const { return cuda::copy_rows(a...); }
+  auto linear_forward(auto... a) const { return cuda::linear_forward(a..., operands); }
+  auto linear_backward(auto... a) const { return cuda::linear_backward(a..., operands); }
+  // cuBLASLt picks its own kernels for a decode step's few rows.
+  auto linear_decode_forward(auto... a) const {
+    return cuda::linear_forward(a..., int64_t{0}, int64_t{0}, operands);
+  }
+  // Weights stay in the row layout that cuBLASLt reads: no packed layout (packed_panel_rows()
+  // is 0), so the model never calls these.
+  int64_t packed_weight_bytes(auto...) const { return 0; }
+  void pack_weight_rows(auto...) const { SPS_ASSERT(!"this backend packs no weights"); }
+  void linear_packed_forward(auto...) const { SPS_ASSERT(!"this backend packs no weights"); }
+  void embedding_packed_forward(auto...) const { SPS_ASSERT(!"this backend packs no weights"); }
+  auto embedding_forward(auto... a) const { return cuda::embedding_forward(a...); }
+  auto embedding_backward(auto dtable, auto dout, auto tokens, auto n, auto d,
+                          const TokenRows* by_token) const {
+    SPS_ASSERT(by_token);
+    return cuda::embedding_backward(dtable, dout, tokens, n, d, *by_token);
+  }
+  auto rmsnorm_forward(auto... a) const { return cuda::rmsnorm_forward(a...); }
+  auto rmsnorm_backward(auto... a) const { return cuda::rmsnorm_backward(a...); }
+  auto rope_forward(auto... a) const { return cuda::rope_forward(a...); }
+  auto rope_backward(auto... a) const { return cuda::rope_backward(a...); }
+  auto swiglu_forward(auto... a) const { return cuda::swiglu_forward(a...); }
+  auto swiglu_backward(auto... a) const { return cuda::swiglu_backward(a...); }
+  auto cross_entropy_forward(auto... a) const { return cuda::cross_entropy_forward(a...); }
+  auto cross_entropy_backward(auto... a) const { return cuda::cross_entropy_backward(a...); }
+  auto top_k_rows(auto... a) const { return cuda::top_k_rows(a...); }
+  auto attention_forward(auto... a) const { return cuda::attention_forward(a..., operands); }
+  auto attention_backward(auto... a) const { return cuda::attention_backward(a..., operands); }
+  auto attention_decode(auto... a) const { return cuda::attention_decode(a...); }
+  auto adamw_update(auto... a) const { return cuda::adamw_update(a...); }
+  auto sum_squares(auto... a) const { return cuda::sum_squares(a...); }
+};
+
 class CudaBackend final : public Backend<float> {
  public:
-  CudaBackend(int index, Precision precision)
-      : index_(index), operands_(precision) {}
+  using T = float;  // the element type of op_list.h
+
+  CudaBackend(int index, Precision precision) : index_(index), op_table_{precision} {}
 
   Device device() const override { return {"cuda", index_}; }
   void use_on_this_thread() const override { use_device(index_); }
@@ -41,105 +84,19 @@ class CudaBackend final : public Backend<float> {
                                                      std::string* why) const override {
     return make_nccl_all_reduce(job, why);
   }
-  void fill(float* x, int64_t n, float value) const override { cuda::fill(x, n, value); }
-  void copy_rows(float* dst, const float* src, const int64_t* to, const int64_t* from, int64_t n,
-                 int64_t width) const override {
-    cuda::copy_rows(dst, src, to, from, n, width);
-  }
-
-  void linear_forward(float* out, const float* in, const float* weight, int64_t rows,
-                      int64_t in_dim, int64_t out_dim, bool accumulate, int64_t ld_in,
-                      int64_t ld_out) const override {
-    cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, ld_in, ld_out,
-                         operands_);
-  }
-  void linear_backward(float* din, float* dweight, const float* dout, const float* in,
-                       const float* weight, int64_t rows, int64_t in_dim, int64_t out_dim,
-                       bool accumulate_din, int64_t ld_in, int64_t ld_dout) const override {
-    cuda::linear_backward(din, dweight, dout, in, weight, rows, in_dim, out_dim, accumulate_din,
-                          ld_in, ld_dout, operands_);
-  }
-  void linear_decode_forward(float* out, const float* in, const float* weight, int64_t rows,
-                             int64_t in_dim, int64_t out_dim, bool accumulate) const override {
-    cuda::linear_forward(out, in, weight, rows, in_dim, out_dim, accumulate, 0, 0, operands_);
-  }
-  // Weights stay in the row layout that cuBLASLt reads: no packed layout.
-  void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
-                         int64_t d) const override {
-    cuda::embedding_forward(out, tokens, table, n, d);
-  }
   int64_t embedding_run_rows() const override { return kEmbeddingRunRows; }
-  void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
-                          int64_t d, const TokenRows* by_token) const override {
-    SPS_ASSERT(by_token);
-    cuda::embedding_backward(dtable, dout, tokens, n, d, *by_token);
-  }
-  void rmsnorm_forward(float* out, float* rstd, const float* in, const float* gain, int64_t rows,
-                       int64_t d, double eps) const override {
-    cuda::rmsnorm_forward(out, rstd, in, gain, rows, d, eps);
-  }
-  void rmsnorm_backward(float* din, float* dgain, const float* dout, const float* in,
-                        const float* gain, const float* rstd, int64_t rows,
-                        int64_t d) const override {
-    cuda::rmsnorm_backward(din, dgain, dout, in, gain, rstd, rows, d);
-  }
-  void rope_forward(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
-                    int64_t row_stride, const float* cos_table,
-                    const float* sin_table) const override {
-    cuda::rope_forward(x, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
-  }
-  void rope_backward(float* dx, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim,
-                     int64_t row_stride, const float* cos_table,
-                     const float* sin_table) const override {
-    cuda::rope_backward(dx, pos, n, heads, head_dim, row_stride, cos_table, sin_table);
-  }
-  void swiglu_forward(float* act, const float* gate_up, int64_t rows, int64_t F) const override {
-    cuda::swiglu_forward(act, gate_up, rows, F);
-  }
-  void swiglu_backward(float* dgate_up, const float* dact, const float* gate_up, int64_t rows,
-                       int64_t F) const override {
-    cuda::swiglu_backward(dgate_up, dact, gate_up, rows, F);
-  }
-  void cross_entropy_forward(float* nll, float* lse, const float* logits, const int32_t* targets,
-                             int64_t rows, int64_t V) const override {
-    cuda::cross_entropy_forward(nll, lse, logits, targets, rows, V);
-  }
-  void top_k_rows(int32_t* ids, float* values, int32_t* first_nonfinite, const float* x,
-                  int64_t rows, int64_t n, const uint8_t* banned, int64_t k) const override {
-    cuda::top_k_rows(ids, values, first_nonfinite, x, rows, n, banned, k);
-  }
-  void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
-                              const int32_t* targets, const float* dnll, int64_t rows,
-                              int64_t V) const override {
-    cuda::cross_entropy_backward(dlogits, logits, lse, targets, dnll, rows, V);
-  }
   int64_t attention_tile() const override { return kAttentionTile; }
-  int64_t attention_forward(float* out, float* lse, const float* qkv,
-                            const AttentionLayout& layout) const override {
-    return cuda::attention_forward(out, lse, qkv, layout, operands_);
-  }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, const AttentionLayout& layout) const override {
-    cuda::attention_backward(dqkv, dout, qkv, out, lse, layout, operands_);
-  }
-  void attention_decode(float* out, const float* qkv, const float* persistent_k,
-                        const float* persistent_v, const float* ring_k, const float* ring_v,
-                        const DecodeAttentionLayout& layout) const override {
-    cuda::attention_decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
-  }
-  void adamw_update(float* weights, const float* grads, float* m, float* v,
-                    const std::vector<AdamWRange>& ranges, const AdamWStep& step) const override {
-    cuda::adamw_update(weights, grads, m, v, ranges, step);
-  }
-  double sum_squares(const float* x, int64_t n) const override { return cuda::sum_squares(x, n); }
+
+  SPS_BACKEND_OPS(SPS_OVERRIDE_FROM_OP_TABLE)
+
   std::vector<double> time_gemm(float* out, const float* a, const float* b, int64_t n,
                                 int repeats) const override {
-    return cuda::time_gemm(out, a, b, n, repeats, operands_);
+    return cuda::time_gemm(out, a, b, n, repeats, op_table_.operands);
   }
 
  private:
   int index_;
-  Precision operands_;
+  CudaOpTable op_table_;
 };
 
 }  // namespace
