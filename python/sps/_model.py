@@ -79,8 +79,10 @@ class Model:
         sequence cut to its last block_size + 1 tokens). Give one context and continuation,
         or a list of (context, continuation) pairs for a list of results."""
         batch, scoring = _args.integer("batch", batch), _args.text("scoring", scoring)
+        progress = _args.flag("progress", progress)
         if continuation is None:
-            return self._m.loglikelihood(list(context), batch, scoring,
+            pairs = _args.sequence("context", context, "a list of (context, continuation) pairs")
+            return self._m.loglikelihood(pairs, batch, scoring,
                                          _progress.bar(progress, "loglikelihood", "requests"))
         return self._m.loglikelihood([(context, continuation)], batch, scoring, None)[0]
 
@@ -90,11 +92,12 @@ class Model:
         """The log-likelihood of a whole document (nats), scored in non-overlapping windows of
         block_size tokens as `sps eval`'s corpus task does (docs/model.md §8). A list gives a
         list."""
-        batch = _args.integer("batch", batch)
+        batch, progress = _args.integer("batch", batch), _args.flag("progress", progress)
         if isinstance(text, (str, bytes, np.ndarray)) or (
                 isinstance(text, Sequence) and text and isinstance(text[0], (int, np.integer))):
             return self._m.loglikelihood_rolling([text], batch, None)[0]
-        return self._m.loglikelihood_rolling(list(text), batch,
+        texts = _args.sequence("text", text, "a text (str, bytes or token ids) or a list of them")
+        return self._m.loglikelihood_rolling(texts, batch,
                                              _progress.bar(progress, "loglikelihood_rolling", "windows"))
 
     # ---- generation -----------------------------------------------------------------
@@ -107,12 +110,14 @@ class Model:
         if isinstance(prompts, (str, bytes, np.ndarray)) or (
                 isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], (int, np.integer))):
             prompts = [prompts]
+        prompts = _args.sequence("prompts", prompts,
+                                 "a prompt (str, bytes or token ids) or a list of them")
         logprobs = _args.optional_integer("logprobs", logprobs)
         return GenerationStream(_sps.GenerationStream(
-            self._m, list(prompts), _args.integer("max_new_tokens", max_new_tokens),
+            self._m, prompts, _args.integer("max_new_tokens", max_new_tokens),
             _args.number("temperature", temperature), _args.integer("top_k", top_k),
-            _args.number("top_p", top_p), _args.integer("seed", seed), _args.texts("stop", stop),
-            _args.integers("forbid", forbid), _args.flag("ignore_eos", ignore_eos),
+            _args.number("top_p", top_p), _args.seed("seed", seed), _args.texts("stop", stop),
+            _args.integers("forbid", forbid, _args.INT32), _args.flag("ignore_eos", ignore_eos),
             _args.text("truncate", truncate), -1 if logprobs is None else logprobs,
             _args.integer("prefill_rows", prefill_rows)))
 
@@ -146,14 +151,16 @@ class Model:
         (docs/evaluation.md)."""
         if isinstance(tasks, str):
             tasks = [t.strip() for t in tasks.split(",") if t.strip()]
-        files = {name: os.fspath(path) for name, path in (task_files or {}).items()}
+        files = {_args.text("task_files", name): _args.path(f"task_files[{name!r}]", path)
+                 for name, path in _args.mapping("task_files", task_files or {}).items()}
         val_tokens = _args.optional_integer("val_tokens", val_tokens)
         return self._m.evaluate(_args.texts("tasks", tasks or []), files,
                                 _args.text("suite", suite or ""), _args.integer("batch", batch),
                                 _args.integer("limit", limit),
                                 -1 if val_tokens is None else val_tokens,
                                 _args.integer("corpus_bytes", corpus_bytes),
-                                _args.text("scoring", scoring), _progress.bars(progress))
+                                _args.text("scoring", scoring),
+                                _progress.bars(_args.flag("progress", progress)))
 
     # ---- weights --------------------------------------------------------------------
     def state_dict(self) -> Dict[str, np.ndarray]:
@@ -171,7 +178,7 @@ class Model:
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Replaces the weights with those of a state dict (numpy arrays or torch tensors under
         the reference names; "_orig_mod." prefixes and a tied "lm_head.weight" accepted)."""
-        flat = _flat_weights(self._m.param_table(), state_dict)
+        flat = _flat_weights(self._m.param_table(), _args.mapping("state_dict", state_dict))
         tokenizer = self._tokenizer_spec or self._tokenizer_name()
         self._m = _sps.Model.from_weights(json.dumps(self.config), flat, self.device,
                                           "state_dict", tokenizer)
@@ -230,8 +237,9 @@ def load(path: PathLike, device: str = "cpu", weights: str = "f32",
     newest complete checkpoint), as `sps generate --checkpoint` loads it. device: "cpu" or
     "cuda[:N]". weights: how the projection weights are held: "f32" (exact), "bf16" or "int8" (CPU only). tokenizer: "gpt2", a folder or a
     rank file (default: the one the config names)."""
-    spec = None if tokenizer is None else os.fspath(tokenizer)
-    return Model(_sps.Model.load(os.fspath(path), device, weights, spec), spec)
+    spec = _args.optional_path("tokenizer", tokenizer)
+    return Model(_sps.Model.load(_args.path("path", path), _args.text("device", device),
+                                 _args.text("weights", weights), spec), spec)
 
 
 def from_state_dict(state_dict: Mapping[str, Any], config: Union[Mapping[str, Any], Model],
@@ -240,10 +248,13 @@ def from_state_dict(state_dict: Mapping[str, Any], config: Union[Mapping[str, An
     weights (see Model.load_state_dict)."""
     if isinstance(config, Model):
         config = config.config
-    text = json.dumps(dict(config))
-    flat = _flat_weights(_sps.param_table(text), state_dict)
-    spec = None if tokenizer is None else os.fspath(tokenizer)
-    return Model(_sps.Model.from_weights(text, flat, device, "state_dict", spec), spec)
+    # numpy scalars as their Python values; anything else as text, for the engine to refuse
+    text = json.dumps(dict(_args.mapping("config", config)),
+                      default=lambda v: v.item() if isinstance(v, np.generic) else str(v))
+    flat = _flat_weights(_sps.param_table(text), _args.mapping("state_dict", state_dict))
+    spec = _args.optional_path("tokenizer", tokenizer)
+    return Model(_sps.Model.from_weights(text, flat, _args.text("device", device), "state_dict",
+                                         spec), spec)
 
 
 def from_torch_checkpoint(path: PathLike, family: Optional[str] = None,
@@ -252,6 +263,7 @@ def from_torch_checkpoint(path: PathLike, family: Optional[str] = None,
     """A model from the paper's reference trainer's torch.save checkpoint, read through the
     restricted unpickler of `sps convert` (nothing in the file is executed). family and window
     are needed only where the checkpoint does not say them."""
-    spec = None if tokenizer is None else os.fspath(tokenizer)
-    return Model(_sps.Model.from_torch_checkpoint(os.fspath(path), family, window, device, spec),
-                 spec)
+    spec = _args.optional_path("tokenizer", tokenizer)
+    return Model(_sps.Model.from_torch_checkpoint(
+        _args.path("path", path), _args.optional_text("family", family),
+        _args.optional_integer("window", window), _args.text("device", device), spec), spec)

@@ -6,7 +6,7 @@ from typing import List, Sequence, Union
 
 import numpy as np
 
-from . import _sps
+from . import _args, _sps
 
 Text = Union[str, bytes]
 
@@ -17,7 +17,7 @@ class Tokenizer:
     `sps tokenizer encode|decode`."""
 
     def __init__(self, spec: Union[str, os.PathLike] = "gpt2") -> None:
-        self._t = _sps.Tokenizer(os.fspath(spec))
+        self._t = _sps.Tokenizer(_args.path("spec", spec))
 
     @classmethod
     def _wrap(cls, engine_tokenizer) -> "Tokenizer":

@@ -28,15 +28,18 @@ def train(config: PathLike, overrides: Optional[Mapping[str, Any]] = None, *,
     boundary with checkpoints/latest, as stop_after (steps) does. Ctrl-C (SIGINT) does the
     same, then raises KeyboardInterrupt; a second one ends the process. Returns the summary:
     out_dir, step, tokens, finished, interrupted, val_nll, tokens_per_second."""
-    items = [f"{key}={_override_text(value)}" for key, value in (overrides or {}).items()]
-    return _sps.train(os.fspath(config), items, _args.text("device", device or ""),
+    items = [f"{_args.text('overrides', key)}={_override_text(value)}"
+             for key, value in _args.mapping("overrides", overrides or {}).items()]
+    return _sps.train(_args.path("config", config), items, _args.text("device", device or ""),
                       _args.flag("resume", resume),
-                      _args.optional_integer("stop_after", stop_after) or 0, on_log,
-                      _progress.bar(progress, "train", "tokens"))
+                      _args.optional_integer("stop_after", stop_after) or 0,
+                      _args.callable_or_none("on_log", on_log),
+                      _progress.bar(_args.flag("progress", progress), "train", "tokens"))
 
 
 def evaluate(checkpoint: PathLike, tasks: Union[str, Sequence[str], None] = None, *,
              device: str = "cpu", tokenizer: Optional[PathLike] = None, **options: Any) -> dict:
     """sps.load(checkpoint) then Model.evaluate(tasks, **options): `sps eval --checkpoint`'s
     results as a dict."""
-    return load(checkpoint, device=device, tokenizer=tokenizer).evaluate(tasks, **options)
+    return load(_args.path("checkpoint", checkpoint), device=device,
+                tokenizer=tokenizer).evaluate(tasks, **options)

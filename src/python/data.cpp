@@ -90,6 +90,8 @@ py::dict prepare(const std::vector<std::string>& inputs, const std::string& out,
 py::array open_tokens(const std::string& path, const std::optional<std::string>& dtype_name,
                       const std::optional<int64_t>& vocab_size) {
   require_path(path, "path");
+  if (vocab_size && *vocab_size < 1)
+    fail("vocab_size: expected a count of ids >= 1, got {}", *vocab_size);
   const DatasetMeta meta = read_dataset_meta(std::filesystem::path(path).parent_path().string());
   TokenDType dtype = TokenDType::uint16;
   if (dtype_name)

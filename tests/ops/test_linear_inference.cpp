@@ -273,6 +273,27 @@ TEST(LinearInference, APackedRowsResultIgnoresTheOtherRows) {
   }
 }
 
+// Many rows (a prefill's, a scoring batch's) are multiplied in blocks of rows whose inputs stay
+// in cache; each row's result is still the one it has alone, at the blocks' edges too. At
+// in_dim 600, 150 rows are three blocks of f32 inputs (54 rows, 128 KB) and a part.
+TEST(LinearInference, ManyRowsGiveEachRowItsOwnResult) {
+  const int64_t in_dim = 600, out_dim = 72, rows = 150;
+  const LinearCase<float> c(rows, in_dim, out_dim);
+  for (const WeightType type : kTypes) {
+    const std::vector<uint8_t> packed = pack(c.weight, in_dim, out_dim, type);
+    for (bool accumulate : {false, true}) {
+      const std::vector<float> all = c.packed_forward(packed, type, accumulate);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<float> row(c.start.begin() + r * out_dim, c.start.begin() + (r + 1) * out_dim);
+        ops::linear_packed_forward(row.data(), c.in.data() + r * in_dim, packed.data(), type, 1,
+                                   in_dim, out_dim, accumulate);
+        EXPECT_EQ(0, std::memcmp(row.data(), all.data() + r * out_dim, sizeof(float) * out_dim))
+            << ops::weight_type_name(type) << ": row " << r << ", accumulate " << accumulate;
+      }
+    }
+  }
+}
+
 // Packing a few panels per call (as a model does, straight from a file) writes the bytes one
 // call writes.
 TEST(LinearInference, PackingPanelsAtATimeEqualsPackingAtOnce) {

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import sps
-from conftest import random_model
+from conftest import random_model, write_byte_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +88,11 @@ def test_generation_refuses(model):
     ("prefill_rows", 2.5, "an integer"),
     ("stop", [".", 3], "a str, got int"),
     ("forbid", [1, "x"], "an integer, got str"),
+    # integers the engine's C++ types cannot hold
+    ("seed", -1, "an integer in [0, 18446744073709551615], got -1"),
+    ("seed", 2**64, "an integer in [0, 18446744073709551615], got 18446744073709551616"),
+    ("max_new_tokens", 2**63, "an integer in [-9223372036854775808, 9223372036854775807]"),
+    ("forbid", [1, 2**40], "an integer in [-2147483648, 2147483647], got 1099511627776"),
 ])
 def test_generation_names_an_argument_of_the_wrong_type(model, argument, value, expected):
     kwargs = {"max_new_tokens": 2}
@@ -105,6 +110,48 @@ def test_scoring_and_evaluation_name_an_argument_of_the_wrong_type(model):
     check(sps.InputError, ["stop_after: expected an integer"], lambda: sps.train("x.yaml", stop_after="2"))
     # numpy scalars are numbers
     assert len(model.generate([1], np.int64(2), temperature=np.float32(0.5), seed=np.uint8(3)).tokens) >= 1
+
+
+def test_requests_and_models_name_an_argument_of_the_wrong_type(model, tmp_path):
+    check(sps.InputError, ["prompts: expected a prompt (str, bytes or token ids) or a list",
+                           "int 5"], lambda: model.generate(5, 2))
+    check(sps.InputError, ["context: expected a list of (context, continuation) pairs", "int 5"],
+          lambda: model.loglikelihood(5))
+    check(sps.InputError, ["text: expected a text", "float 1.5"],
+          lambda: model.loglikelihood_rolling(1.5))
+    check(sps.InputError, ["progress: expected True or False"],
+          lambda: model.loglikelihood_rolling([[1, 2]], progress="yes"))
+    check(sps.InputError, ["task_files['piqa']: expected a path", "int 3"],
+          lambda: model.evaluate("piqa", task_files={"piqa": 3}))
+    check(sps.InputError, ["task_files: expected a dict", "list"],
+          lambda: model.evaluate("piqa", task_files=["piqa.jsonl"]))
+    check(sps.InputError, ["state_dict: expected a dict", "list"],
+          lambda: model.load_state_dict([]))
+    check(sps.InputError, ["config: expected a dict", "int 5"],
+          lambda: sps.from_state_dict(model.state_dict(), 5))
+    check(sps.InputError, ["device: expected a str", "int 0"],
+          lambda: sps.from_state_dict(model.state_dict(), model.config, device=0))
+    # numpy scalars in a config are numbers
+    assert sps.from_state_dict(model.state_dict(),
+                               dict(model.config, n_layer=np.int64(2))).config["n_layer"] == 2
+    missing = tmp_path / "nothing"
+    check(sps.InputError, ["path: expected a path (str or os.PathLike)", "int 5"],
+          lambda: sps.load(5))
+    check(sps.InputError, ["device: expected a str", "int 0"], lambda: sps.load(missing, device=0))
+    check(sps.InputError, ["weights: expected a str", "NoneType"],
+          lambda: sps.load(missing, weights=None))
+    check(sps.InputError, ["tokenizer: expected a path", "int 3"],
+          lambda: sps.load(missing, tokenizer=3))
+    check(sps.InputError, ["family: expected a str", "int 3"],
+          lambda: sps.from_torch_checkpoint(missing, family=3))
+    check(sps.InputError, ["window: expected an integer", "str '64'"],
+          lambda: sps.from_torch_checkpoint(missing, window="64"))
+    check(sps.InputError, ["config: expected a path", "NoneType"], lambda: sps.train(None))
+    check(sps.InputError, ["overrides: expected a dict", "list"],
+          lambda: sps.train(missing, ["training.max_tokens=5"]))
+    check(sps.InputError, ["on_log: expected a callable or None", "int 5"],
+          lambda: sps.train(missing, on_log=5))
+    check(sps.InputError, ["checkpoint: expected a path", "int 5"], lambda: sps.evaluate(5))
 
 
 def test_scoring_refuses(model):
@@ -179,11 +226,74 @@ def test_token_files_refuse(tmp_path):
     check(sps.InputError, ["dtype", "int8"], lambda: sps.open_tokens(ids, dtype="int8"))
 
 
-def test_tokenizer_refuses(world):
-    t = sps.Tokenizer(world.tokenizer)
+def test_tokenizer_refuses(tmp_path):
+    t = sps.Tokenizer(write_byte_tokenizer(tmp_path / "bytes.tiktoken"))
     check(sps.InputError, ["ids", "300", "not a token id"], lambda: t.decode([65, 300]))
+    check(sps.InputError, ["ids", "-1", "outside the vocabulary [0, 320)"],
+          lambda: t.decode([65, -1]))
     check(sps.InputError, ["ids", "integer"], lambda: t.decode(["a"]))
-    check(sps.InputError, ["text", "str or bytes"], lambda: t.encode(5))
+    check(sps.InputError, ["ids", "integer", "float64"], lambda: t.decode(np.array([65.0, 66.0])))
+    check(sps.InputError, ["ids", "1-D", "2 dimensions"], lambda: t.decode([[65], [66]]))
+    check(sps.InputError, ["ids", "object"], lambda: t.decode(None))
+    check(sps.InputError, ["text", "str or bytes", "int"], lambda: t.encode(5))
+    check(sps.InputError, ["text[1]", "str or bytes", "NoneType"], lambda: t.encode(["a", None]))
+    check(sps.InputError, ["spec: expected a path (str or os.PathLike), got int 5"],
+          lambda: sps.Tokenizer(5))
+    check(sps.InputError, ["spec: expected a path", "NoneType"], lambda: sps.Tokenizer(None))
+    assert sps.Tokenizer(os.fsencode(tmp_path / "bytes.tiktoken")).vocab_size == t.vocab_size
+
+
+def test_token_file_arguments_of_the_wrong_type(tmp_path):
+    ids = tmp_path / "ids.bin"
+    np.array([1, 2, 3], np.uint16).tofile(ids)
+    check(sps.InputError, ["path: expected a path", "int 5"], lambda: sps.open_tokens(5))
+    check(sps.InputError, ["dtype: expected a str", "int 16"],
+          lambda: sps.open_tokens(ids, dtype=16))
+    check(sps.InputError, ["vocab_size: expected an integer", "str '320'"],
+          lambda: sps.open_tokens(ids, vocab_size="320"))
+    check(sps.InputError, ["vocab_size: expected an integer in", "got 18446744073709551616"],
+          lambda: sps.open_tokens(ids, vocab_size=2**64))
+    check(sps.InputError, ["vocab_size: expected a count of ids >= 1, got 0"],
+          lambda: sps.open_tokens(ids, vocab_size=0))
+    check(sps.InputError, ["file_tokens: expected an integer", "str '100'"],
+          lambda: sps.validation_windows("100", 10, 20))
+    check(sps.InputError, ["block_size: expected an integer", "float 10.0"],
+          lambda: sps.validation_windows(100, 10.0, 20))
+    check(sps.InputError, ["seed: expected an integer in [0, 18446744073709551615], got -1"],
+          lambda: sps.validation_windows(100, 10, 20, seed=-1))
+    assert list(sps.open_tokens(ids, vocab_size=np.int32(4))) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ({"inputs": 5}, ["inputs: expected a path or a list of paths", "int 5"]),
+    ({"inputs": ["CORPUS", 5]}, ["inputs[1]: expected a path", "int 5"]),
+    ({"out": None}, ["out: expected a path", "NoneType"]),
+    ({"tokenizer": 3}, ["tokenizer: expected a path", "int 3"]),
+    ({"include": [1]}, ["include[0]: expected a str", "int 1"]),
+    ({"format": None}, ["format: expected a str"]),
+    ({"field": b"text"}, ["field: expected a str", "bytes"]),
+    ({"split_blank_lines": 1}, ["split_blank_lines: expected True or False", "int 1"]),
+    ({"val_fraction": "0.1"}, ["val_fraction: expected a number", "str '0.1'"]),
+    ({"seed": -1}, ["seed: expected an integer in [0, 18446744073709551615], got -1"]),
+    ({"shuffle_seed": 1.5}, ["shuffle_seed: expected an integer", "float 1.5"]),
+    ({"shuffle": "no"}, ["shuffle: expected True or False"]),
+    ({"dtype": np.uint16}, ["dtype: expected a str", "type"]),
+    ({"threads": 2**40}, ["threads: expected an integer in [-2147483648, 2147483647]"]),
+    ({"overwrite": None}, ["overwrite: expected True or False"]),
+    ({"skip_bad_records": 0}, ["skip_bad_records: expected True or False"]),
+    ({"progress": "off"}, ["progress: expected True or False"]),
+])
+def test_prepare_names_an_argument_of_the_wrong_type(tmp_path, arguments, words):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("a few words\n")
+    out = tmp_path / "out"
+    options = {"tokenizer": write_byte_tokenizer(tmp_path / "b.tiktoken"), **arguments}
+    inputs, target = options.pop("inputs", corpus), options.pop("out", out)
+    if isinstance(inputs, list):
+        inputs = [corpus if p == "CORPUS" else p for p in inputs]
+    check(sps.InputError, words, lambda: sps.prepare(inputs, target, **options))
+    assert not out.exists()  # refused before anything was written
 
 
 def test_training_refuses(world, tmp_path):

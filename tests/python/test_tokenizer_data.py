@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sps
-from conftest import run_sps
+from conftest import run_sps, write_byte_tokenizer
 
 TEXTS = ["Hello world", "  two  spaces\tand a tab\n", "ünïcödé ✓ 日本語", "", "<|endoftext|> x",
          "a" * 300]
@@ -80,6 +80,17 @@ def test_prepare_writes_the_files_sps_data_prepare_writes(world, tmp_path):
     wide = sps.open_tokens(tmp_path / "wide" / "train.bin")
     assert wide.dtype == np.uint32
     np.testing.assert_array_equal(wide, train)
+
+
+def test_prepare_takes_one_include_pattern_as_a_str(tmp_path):
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("the kernel maps a page\n")
+    (folder / "b.md").write_text("not this one\n")
+    report = sps.prepare(folder, tmp_path / "out", tokenizer=write_byte_tokenizer(tmp_path / "b"),
+                         include="*.txt", val_fraction=0.0, progress=False)
+    assert report["files"] == 1
+    assert report["train"]["tokens"] == len("the kernel maps a page\n") + 1  # and its EOS
 
 
 def test_validation_windows_are_the_trainers():

@@ -219,6 +219,19 @@ void panels(T* out, int64_t N, const T* in, int64_t rows, int64_t K, const uint8
     widened_chunks<T, W>(out, N, in, rows, K, p, accumulate);
 }
 
+// Rows per block of a many-row multiply: every panel passes over one block's inputs before
+// the next block starts, so those inputs stay in L2 (about 128 KB of them; a multiple of the
+// 6-row micro-kernel). Multiplying all the rows of a forward (thousands) panel by panel
+// instead re-read every row's input from L3 or memory for each panel: Model.logits of [8, 256]
+// on the tiny model took 1.3 times the CPU of `sps bench step --forward-only`, sgemm on the
+// f32 weights (docs/performance.md, "The Python module"). The blocks change no result: each
+// output is its own chain.
+template <typename T>
+int64_t row_block(int64_t K) {
+  constexpr int64_t kBlockInputBytes = 128 * 1024;
+  return std::max<int64_t>(48, kBlockInputBytes / (std::max<int64_t>(K, 1) * sizeof(T)) / 6 * 6);
+}
+
 // f32 and bf16 panels (int8's: q8_forward).
 template <typename T, WeightType W>
 void packed_forward(T* out, const T* in, const uint8_t* packed, int64_t rows, int64_t K,
@@ -234,9 +247,14 @@ void packed_forward(T* out, const T* in, const uint8_t* packed, int64_t rows, in
       panels<T, W, 1>(out + (full - 1) * P, N, in, rows, K, packed + (full - 1) * stride,
                       accumulate);
   } else {
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t j = 0; j < full; ++j)
-      panels<T, W, 1>(out + j * P, N, in, rows, K, packed + j * stride, accumulate);
+    const int64_t block = row_block<T>(K);
+#pragma omp parallel if (parallel)
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+#pragma omp for schedule(static)
+      for (int64_t j = 0; j < full; ++j)
+        panels<T, W, 1>(out + r0 * N + j * P, N, in + r0 * K, std::min(block, rows - r0), K,
+                        packed + j * stride, accumulate);
+    }
   }
   // The last, narrower panel: the same chain per element, in scalars.
   const int64_t n0 = full * P, width = N - n0;
