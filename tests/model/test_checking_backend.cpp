@@ -112,7 +112,8 @@ TEST(CheckingBackend, FlagsCopiedRowsThatOverlap) {
   copy(dst.data(), {0, 2}, {8, 12});
   EXPECT_EQ(checking.strays, Strays{"copy_rows: rows"});
   checking.strays.clear();
-  copy(data.data(), {0}, {2});
+  // Row 0 reads [8, 12) that row 1 writes (each row's own copy stays apart).
+  copy(data.data(), {0, 8}, {8, 12});
   EXPECT_EQ(checking.strays, Strays{"copy_rows: rows"});
 }
 
