@@ -27,7 +27,8 @@ struct StepMeasurement {
   double gflops = 0;
   StepResult result;       // the last timed step's
   double pairs_ratio = 0;  // attention pairs over dense causal ones
-  int64_t activation_bytes = 0, peak_rss_bytes = 0, allocations_per_step = 0;
+  int64_t activation_bytes = 0, peak_rss_bytes = 0, allocations_per_step = 0,
+          library_allocations_per_step = 0;
 };
 
 StepMeasurement measure_step(const StepBenchOptions& o) {
@@ -67,13 +68,16 @@ StepMeasurement measure_step(const StepBenchOptions& o) {
   for (int i = 0; i < o.warmup; ++i) m.result = step_once();
   std::vector<double> seconds;
   seconds.reserve(o.steps);  // so the count below sees only the steps' own allocations
-  const int64_t allocations_before = allocation_count();
+  const int64_t allocations_before = allocation_count(),
+                library_allocations_before = library_allocation_count();
   for (int i = 0; i < o.steps; ++i) {
     const double t0 = now_seconds();
     m.result = step_once();
     seconds.push_back(now_seconds() - t0);
   }
   m.allocations_per_step = (allocation_count() - allocations_before) / std::max(1, o.steps);
+  m.library_allocations_per_step =
+      (library_allocation_count() - library_allocations_before) / std::max(1, o.steps);
   m.step_seconds = median(seconds);
   // The backward costs twice the forward (model/flops.h).
   const double flops =
@@ -108,6 +112,7 @@ void print_step_json(const StepBenchOptions& o, const StepMeasurement& m) {
                             {"activation_bytes", m.activation_bytes},
                             {"peak_rss_bytes", m.peak_rss_bytes},
                             {"allocations_per_step", m.allocations_per_step},
+                            {"library_allocations_per_step", m.library_allocations_per_step},
                             {"loss", m.result.loss}};
   fmt::print("{}\n", j.dump());
 }
@@ -134,6 +139,8 @@ void print_step_table(const StepBenchOptions& o, const StepMeasurement& m) {
   fmt::print("  activations          {:.1f} MiB, peak RSS {:.1f} MiB\n",
              double(m.activation_bytes) / 1048576.0, double(m.peak_rss_bytes) / 1048576.0);
   fmt::print("  allocations per step {}\n", m.allocations_per_step);
+  if (m.library_allocations_per_step > 0)  // oneDNN's, per execution (util/alloc_counter.h)
+    fmt::print("  inside libraries     {} allocations per step\n", m.library_allocations_per_step);
   fmt::print("  loss                 {:.4f}\n", m.result.loss);
 }
 

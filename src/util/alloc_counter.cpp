@@ -21,12 +21,23 @@ struct alignas(64) Counter {
 };
 constexpr unsigned kCounters = 64;
 Counter g_allocations[kCounters];
+Counter g_library_allocations[kCounters];
 std::atomic<unsigned> g_next_counter{0};
+// LibraryAllocations scopes open in the process: the library's own threads (oneDNN's OpenMP
+// workers) allocate on its behalf too, so a flag of the calling thread would miss them.
+std::atomic<int> g_library_depth{0};
+
+int64_t sum(const Counter (&counters)[kCounters]) {
+  int64_t total = 0;
+  for (const Counter& c : counters) total += c.count.load(std::memory_order_relaxed);
+  return total;
+}
 
 #if SPS_COUNT_ALLOCATIONS
 void* counted_alloc(std::size_t size, std::size_t alignment) {
   thread_local const unsigned counter = g_next_counter.fetch_add(1) % kCounters;
-  g_allocations[counter].count.fetch_add(1, std::memory_order_relaxed);
+  (g_library_depth.load(std::memory_order_relaxed) > 0 ? g_library_allocations : g_allocations)[counter].count.fetch_add(
+      1, std::memory_order_relaxed);
   if (size == 0) size = 1;
   void* p = nullptr;
   if (alignment <= alignof(std::max_align_t)) {
@@ -43,12 +54,12 @@ void* counted_alloc(std::size_t size, std::size_t alignment) {
 
 
 namespace sps {
-int64_t allocation_count() {
-  if (!SPS_COUNT_ALLOCATIONS) return -1;
-  int64_t total = 0;
-  for (const Counter& c : g_allocations) total += c.count.load(std::memory_order_relaxed);
-  return total;
+int64_t allocation_count() { return SPS_COUNT_ALLOCATIONS ? sum(g_allocations) : -1; }
+int64_t library_allocation_count() {
+  return SPS_COUNT_ALLOCATIONS ? sum(g_library_allocations) : -1;
 }
+LibraryAllocations::LibraryAllocations() { g_library_depth.fetch_add(1); }
+LibraryAllocations::~LibraryAllocations() { g_library_depth.fetch_sub(1); }
 }  // namespace sps
 
 #if SPS_COUNT_ALLOCATIONS
