@@ -45,8 +45,9 @@ test-release: build corpora
 # program checks (tests/*/test_cli.cpp and tests named *Cli*, which run the binary in child
 # processes, and *Slow*, e.g. multi-process MPI runs) are integration tests: they run in the
 # release suite only, and the asan preset builds neither them nor the binary. It compiles the
-# areas at -O1 and the test code at -O0, with line tables only, each target as unity
-# translation units: a third of the build time of -O2 -g file by file.
+# areas and the emulated CUDA kernels' tests at -O1 and the other test code at -O0, with line
+# tables only, each target as unity translation units: a third of the build time of -O2 -g
+# file by file.
 test-asan: asan
 	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 OMP_WAIT_POLICY=passive ctest --output-on-failure -j $(JOBS) -E "Slow|Cli[A-Z.]"
 
