@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "util/error.h"
+#include "util/large_buffer.h"
 #include "util/stop_signals.h"
 
 namespace sps::python {
@@ -138,8 +140,9 @@ template <typename T>
 std::pair<py::array_t<T>, T*> new_array(std::vector<py::ssize_t> shape) {
   size_t n = 1;
   for (py::ssize_t s : shape) n *= size_t(s);
-  std::unique_ptr<T[]> buffer(new T[std::max<size_t>(n, 1)]);
-  T* data = buffer.get();
+  std::unique_ptr<void, decltype(&std::free)> buffer(allocate_large_buffer(n * sizeof(T)),
+                                                      &std::free);
+  T* data = static_cast<T*>(buffer.get());
   return {array_owning(data, std::move(shape), std::move(buffer)), data};
 }
 

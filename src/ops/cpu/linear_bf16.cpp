@@ -17,6 +17,7 @@
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
 #include "util/error.h"
+#include "util/large_buffer.h"
 #include "util/process_stats.h"
 
 namespace sps::ops::cpu {
@@ -51,8 +52,8 @@ class AlignedBytes {
   void* reserve(size_t bytes) {
     if (bytes > capacity_) {
       std::free(data_);
-      data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-      if (!data_) throw std::bad_alloc();
+      data_ = nullptr;
+      data_ = allocate_large_buffer(bytes);
       capacity_ = bytes;
     }
     return data_;
