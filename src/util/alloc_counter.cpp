@@ -36,8 +36,9 @@ int64_t sum(const Counter (&counters)[kCounters]) {
 #if SPS_COUNT_ALLOCATIONS
 void* counted_alloc(std::size_t size, std::size_t alignment) {
   thread_local const unsigned counter = g_next_counter.fetch_add(1) % kCounters;
-  (g_library_depth.load(std::memory_order_relaxed) > 0 ? g_library_allocations : g_allocations)[counter].count.fetch_add(
-      1, std::memory_order_relaxed);
+  Counter* counters =
+      g_library_depth.load(std::memory_order_relaxed) > 0 ? g_library_allocations : g_allocations;
+  counters[counter].count.fetch_add(1, std::memory_order_relaxed);
   if (size == 0) size = 1;
   void* p = nullptr;
   if (alignment <= alignof(std::max_align_t)) {

@@ -52,7 +52,8 @@ class AlignedBytes {
   void* reserve(size_t bytes) {
     if (bytes > capacity_) {
       std::free(data_);
-      data_ = nullptr;
+      data_ = nullptr;  // empty, should the allocation throw
+      capacity_ = 0;
       data_ = allocate_large_buffer(bytes);
       capacity_ = bytes;
     }
