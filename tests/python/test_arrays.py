@@ -2,6 +2,7 @@
 views alive however long Python holds it. Run under the sanitizer build too."""
 import gc
 import json
+import os
 import weakref
 
 import numpy as np
@@ -65,8 +66,11 @@ def test_a_large_batchs_logits_cost_one_copy_of_memory():
     grown = peak_resident_bytes() - before
     assert logits.nbytes == 8 * 256 * 8256 * 4
     # The activations of an inference plan of [8, 256] are a few MiB; a second copy of the
-    # logits, even a passing one, would be another 64.5 MiB at the peak.
-    assert grown < 1.3 * logits.nbytes, \
+    # logits, even a passing one, would be another 64.5 MiB at the peak. Under AddressSanitizer
+    # (its runtime preloaded) the shadow of every byte (1/8) and the quarantine that keeps
+    # freed activations from being reused add about a third.
+    sanitized = "libasan" in os.environ.get("LD_PRELOAD", "")
+    assert grown < (1.6 if sanitized else 1.3) * logits.nbytes, \
         f"peak RSS grew {grown / 2**20:.1f} MiB for {logits.nbytes / 2**20:.1f} MiB of logits"
     assert np.isfinite(logits[:, -1]).all()
 
