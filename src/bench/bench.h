@@ -2,10 +2,12 @@
 // `sps bench` workflows: they print measured numbers and assert nothing about time.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 #include "ops/backend.h"
 #include "ops/device.h"
+#include "ops/weight_type.h"
 
 namespace sps {
 
@@ -22,6 +24,14 @@ double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n
 // own bf16 and f32 matmuls and sgemm. On a GPU: its backend's GEMM at n³ on `precision`
 // operands (measure_backend_gemm_gflops).
 void run_gemm_bench(const ops::Device& device, ops::Precision precision, int64_t n, int repeats);
+
+// `sps bench linear`: the packed inference linear alone (ops.h linear_packed_forward, the
+// kernels of decode and prefill) on `rows` input rows through the projections of `layers`
+// s-scale blocks in each weight type, the types taken in turn each round: milliseconds per
+// pass, weight bytes read per second, that against the copy bandwidth, and each type's speed
+// against the first's.
+void run_linear_bench(const std::vector<ops::WeightType>& types, const std::vector<int64_t>& rows,
+                      int64_t layers, int repeats);
 
 struct StepBenchOptions {
   ModelConfig config;

@@ -142,6 +142,32 @@ void register_gemm_bench(CLI::App* bench) {
   });
 }
 
+void register_linear_bench(CLI::App* bench) {
+  auto* linear = bench->add_subcommand(
+      "linear", "the packed inference linear alone (decode's and prefill's projections, CPU)");
+  static std::vector<std::string> types = {"f32", "bf16", "int8"};
+  static std::vector<int64_t> rows = {1, 4};
+  static int64_t layers = 12;
+  static int repeats = 7;
+  linear->add_option("--weight-type", types, "f32, bf16 and/or int8, taken in turn")
+      ->delimiter(',')
+      ->capture_default_str();
+  linear->add_option("--rows", rows, "input rows per multiply (a decode step's B)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  linear->add_option("--layers", layers, "s-scale blocks whose weights are cycled through")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(96)));
+  linear->add_option("--repeats", repeats, "timed rounds")->check(CLI::Range(1, 1000));
+  linear->callback([] {
+    std::vector<ops::WeightType> parsed;
+    for (const std::string& name : types)
+      parsed.push_back(ops::parse_weight_type(name, "--weight-type"));
+    run_linear_bench(parsed, rows, layers, repeats);
+  });
+}
+
 void register_attention_bench(CLI::App* bench) {
   auto* attention = bench->add_subcommand("attention", "the family-masked attention alone");
   static int64_t attn_tokens = 4096, attn_window = 64, attn_heads = 8, attn_head_dim = 64;
@@ -319,6 +345,7 @@ void register_bench(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "measure kernels and training steps");
   bench->require_subcommand(1);
   register_gemm_bench(bench);
+  register_linear_bench(bench);
   register_attention_bench(bench);
   register_step_bench(bench);
   register_generate_bench(bench);

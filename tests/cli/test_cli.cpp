@@ -1,6 +1,7 @@
 // The binary's own flags, common to every command.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,20 @@ TEST(SpsCli, Bf16BenchmarksRunOnTheCpuAndNameTheirPath) {
   EXPECT_NE(out.find(")\noneDNN 2."), std::string::npos) << out;
   EXPECT_NE(out.find("\n64×64×64 "), std::string::npos) << out;
   EXPECT_NE(out.find("\n64×768×2304 "), std::string::npos) << out;
+}
+
+// bench linear times the packed linear alone in each weight type and row count given, names
+// the build of it this process runs, and refuses an unknown weight type in one line.
+TEST(SpsCli, BenchLinearTimesEachWeightTypeAndRowCount) {
+  std::string out;
+  ASSERT_EQ(run_command(kSps + " bench linear --layers 1 --rows 1,3 --repeats 1 2>&1", &out), 0)
+      << out;
+  EXPECT_NE(out.find("; packed linear: "), std::string::npos) << out;
+  for (const char* row : {"\n    1      f32", "\n    1     bf16", "\n    3     int8"})
+    EXPECT_NE(out.find(row), std::string::npos) << row << " not in:\n" << out;
+  EXPECT_EQ(run_command(kSps + " bench linear --weight-type int4 2>&1", &out), 2);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("int4"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -237,6 +237,21 @@ TEST(LinearInference, Int8IsItsDefinition) {
   check_int8<float>(8, 768, 1031);  // in parallel
 }
 
+// Activations that quantize to exact halves (a block's max 127, so its scale is 1) round away
+// from zero (ops/weight_type.h), in a decode's one row and a prefill's many (in parallel).
+TEST(LinearInference, Int8RoundsActivationHalvesAwayFromZero) {
+  for (const int64_t rows : {1, 300}) {
+    LinearCase<float> c(rows, 64, 40);
+    const float halves[] = {127, 0.5f, -0.5f, 1.5f, -2.5f, 126.5f, -126.5f, 3.5f};
+    for (int64_t m = 0; m < rows; ++m)
+      for (int64_t i = 0; i < 64; ++i) c.in[m * 64 + i] = halves[(i + m) % 8] * (i < 32 ? 1 : -1);
+    const std::vector<uint8_t> packed = pack(c.weight, 64, 40, WeightType::int8);
+    const std::vector<float> got = c.packed_forward(packed, WeightType::int8, false);
+    const std::vector<float> expected = reference_int8_linear(c, false);
+    EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), sizeof(float) * got.size())) << rows;
+  }
+}
+
 // A NaN or an infinity in an input row makes that row's int8 outputs NaN, no other row's.
 TEST(LinearInference, Int8NonFiniteInputsPoisonTheirRowOnly) {
   LinearCase<float> c(3, 64, 40);

@@ -1,12 +1,14 @@
 #pragma once
 // The packed linear's kernels (linear_packed.cpp) as one table per build variant. A portable
-// x86 build compiles linear_packed.cpp twice: for its own target (namespace `baseline`) and
-// for AVX-512 (namespace `avx512`, CMake's sps_ops_cpu_avx512), each with its own vector
-// width and panel width; the process runs one of them, chosen once (linear_packed_dispatch.cpp).
-// Both give the same bits (every output is the same chain of fused multiply-adds), so the
-// choice changes speed only. Nothing else is compiled for AVX-512, and the variant's object
-// defines no symbol outside its namespace (CpuTargets.Avx512VariantKeepsToItsNamespace), so
-// no AVX-512 code can be linked into a function an AVX2 CPU runs.
+// x86 build compiles linear_packed.cpp three times: for its own target (namespace
+// `baseline`), for AVX-512 (namespace `avx512`, CMake's sps_ops_cpu_avx512) and for AVX-512
+// with VNNI (`avx512vnni`: the same kernels, but int8 blocks multiplied by vpdpbusd,
+// cpu::kUnsignedDot4), each with its own vector width and panel width; the process runs one
+// of them, chosen once by timing (linear_packed_dispatch.cpp). All give the same bits (every
+// output is the same chain of fused multiply-adds over the same exact integers), so the
+// choice changes speed only. Nothing else is compiled for AVX-512, and a variant's object
+// defines no symbol outside its namespace (CpuTargets.*VariantKeepsToItsNamespace), so no
+// AVX-512 code can be linked into a function an AVX2 CPU runs.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,7 +27,7 @@ namespace sps::ops {
 // linear_packed_forward and embedding_packed_forward, in one variant.
 template <typename T>
 struct PackedLinearKernels {
-  const char* variant;  // "baseline" or "avx512"
+  const char* variant;  // "baseline", "avx512" or "avx512vnni"
   int vector_bytes;     // the width of its vectors
   int64_t (*panel_rows)();
   int64_t (*weight_bytes)(WeightType type, int64_t in_dim, int64_t out_dim);
@@ -46,13 +48,17 @@ namespace avx512 {
 template <typename T>
 const PackedLinearKernels<T>& packed_linear_kernels();
 }
+namespace avx512vnni {
+template <typename T>
+const PackedLinearKernels<T>& packed_linear_kernels();
+}
 
 // Every variant this build has and this CPU can run, the build's own first.
 template <typename T>
 std::vector<const PackedLinearKernels<T>*> runnable_packed_linear_variants();
 
-// The variant this process runs: the fastest of the runnable ones on a small multiply,
-// timed once at the first call.
+// The variant this process runs: the fastest of the runnable ones on a small multiply in f32
+// and in int8 weights, timed once at the first call.
 template <typename T>
 const PackedLinearKernels<T>& packed_linear();
 

@@ -1,5 +1,7 @@
 // ops.h's packed linear over the variant this process runs (linear_packed.h): the build's own
-// kernels, or their AVX-512 build where the CPU has AVX-512 and it measured faster.
+// kernels, or their AVX-512 builds where the CPU has AVX-512 (and VNNI) and one measured faster.
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/linear_packed.h"
@@ -9,31 +11,61 @@
 namespace sps::ops {
 namespace {
 
-#if SPS_AVX512_VARIANT
+#if SPS_AVX512_VARIANTS
 bool cpu_has_avx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
+bool cpu_has_avx512_vnni() { return cpu_has_avx512() && __builtin_cpu_supports("avx512vnni"); }
 #endif
 
-// The median time of a few multiplies of 16 rows by a 512 × 512 f32 weight, packed by the
-// variant itself (its panels differ from the other's).
+// One multiply of 16 rows by a 512 × 512 weight of a given type, packed by the variant
+// itself (its panels differ from the others').
 template <typename T>
-double seconds_per_multiply(const PackedLinearKernels<T>& k) {
-  constexpr int64_t n = 512, rows = 16;
-  std::vector<T> weight(n * n), in(rows * n), out(rows * n);
-  for (int64_t i = 0; i < n * n; ++i) weight[i] = T(i % 7 - 3) / T(64);
-  for (int64_t i = 0; i < rows * n; ++i) in[i] = T(i % 5 - 2) / T(8);
-  std::vector<uint8_t> packed(size_t(k.weight_bytes(WeightType::f32, n, n)));
-  k.pack_weight_rows(WeightType::f32, packed.data(), weight.data(), 0, n, n, n, "a timing weight");
-  std::vector<double> seconds;
-  for (int run = 0; run < 4; ++run) {
-    const double start = now_seconds();
-    k.forward(out.data(), in.data(), packed.data(), WeightType::f32, rows, n, n, false);
-    if (run > 0) seconds.push_back(now_seconds() - start);  // the first warms the caches
+struct TimingMultiply {
+  static constexpr int64_t n = 512, rows = 16;
+  const PackedLinearKernels<T>& k;
+  WeightType type;
+  std::vector<T> in, out;
+  std::vector<uint8_t> packed;
+  TimingMultiply(const PackedLinearKernels<T>& kernels, WeightType weight_type)
+      : k(kernels), type(weight_type), in(rows * n), out(rows * n),
+        packed(size_t(k.weight_bytes(type, n, n))) {
+    std::vector<T> weight(n * n);
+    for (int64_t i = 0; i < n * n; ++i) weight[i] = T(i % 7 - 3) / T(64);
+    for (int64_t i = 0; i < rows * n; ++i) in[i] = T(i % 5 - 2) / T(8);
+    k.pack_weight_rows(type, packed.data(), weight.data(), 0, n, n, n, "a timing weight");
+    seconds();  // warms the caches
   }
-  return median(seconds);
+  double seconds() {
+    const double start = now_seconds();
+    k.forward(out.data(), in.data(), packed.data(), type, rows, n, n, false);
+    return now_seconds() - start;
+  }
+};
+
+// The variant that multiplies fastest in f32 and int8 weights together (the variants with and
+// without VNNI differ only in int8): each variant's shortest time over rounds that take the
+// variants in turn, so that a burst of other work slows them alike, and on this thread alone
+// (a region of one thread runs the kernels' own parallel loops inline, so no late wake-up of
+// another thread is timed).
+template <typename T>
+const PackedLinearKernels<T>* fastest(const std::vector<const PackedLinearKernels<T>*>& variants) {
+  std::vector<WeightType> types{WeightType::f32};
+  if constexpr (std::is_same_v<T, float>)  // (double's int8 is the same scalar chain in each)
+    types.push_back(WeightType::int8);
+  std::vector<TimingMultiply<T>> multiplies;
+  for (const PackedLinearKernels<T>* k : variants)
+    for (const WeightType type : types) multiplies.emplace_back(*k, type);
+  std::vector<double> shortest(multiplies.size(), 1e30);
+#pragma omp parallel num_threads(1)
+  for (int round = 0; round < 8; ++round)
+    for (size_t i = 0; i < multiplies.size(); ++i)
+      shortest[i] = std::min(shortest[i], multiplies[i].seconds());
+  std::vector<double> seconds(variants.size(), 0.0);
+  for (size_t i = 0; i < multiplies.size(); ++i) seconds[i / types.size()] += shortest[i];
+  return variants[std::min_element(seconds.begin(), seconds.end()) - seconds.begin()];
 }
 
 }  // namespace
@@ -41,8 +73,9 @@ double seconds_per_multiply(const PackedLinearKernels<T>& k) {
 template <typename T>
 std::vector<const PackedLinearKernels<T>*> runnable_packed_linear_variants() {
   std::vector<const PackedLinearKernels<T>*> variants{&baseline::packed_linear_kernels<T>()};
-#if SPS_AVX512_VARIANT
+#if SPS_AVX512_VARIANTS
   if (cpu_has_avx512()) variants.push_back(&avx512::packed_linear_kernels<T>());
+  if (cpu_has_avx512_vnni()) variants.push_back(&avx512vnni::packed_linear_kernels<T>());
 #endif
   return variants;
 }
@@ -51,15 +84,7 @@ template <typename T>
 const PackedLinearKernels<T>& packed_linear() {
   static const PackedLinearKernels<T>* const chosen = [] {
     const std::vector<const PackedLinearKernels<T>*> variants = runnable_packed_linear_variants<T>();
-    const PackedLinearKernels<T>* best = variants.front();
-    if (variants.size() > 1) {
-      double best_seconds = seconds_per_multiply(*best);
-      for (size_t i = 1; i < variants.size(); ++i) {
-        const double seconds = seconds_per_multiply(*variants[i]);
-        if (seconds < best_seconds) best = variants[i], best_seconds = seconds;
-      }
-    }
-    return best;
+    return variants.size() > 1 ? fastest(variants) : variants.front();
   }();
   return *chosen;
 }
