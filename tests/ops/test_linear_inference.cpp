@@ -238,14 +238,18 @@ TEST(LinearInference, Int8IsItsDefinition) {
 }
 
 // Activations that quantize to exact halves (a block's max 127, so its scale is 1) round away
-// from zero (ops/weight_type.h), in a decode's one row and a prefill's many (in parallel).
+// from zero (ops/weight_type.h), in a decode's one row and a prefill's many (in parallel),
+// whole blocks (in vector lanes) and a part of one (in scalars).
 TEST(LinearInference, Int8RoundsActivationHalvesAwayFromZero) {
+  const int64_t K = 80;  // two whole blocks and 16 values
   for (const int64_t rows : {1, 300}) {
-    LinearCase<float> c(rows, 64, 40);
+    LinearCase<float> c(rows, K, 40);
     const float halves[] = {127, 0.5f, -0.5f, 1.5f, -2.5f, 126.5f, -126.5f, 3.5f};
     for (int64_t m = 0; m < rows; ++m)
-      for (int64_t i = 0; i < 64; ++i) c.in[m * 64 + i] = halves[(i + m) % 8] * (i < 32 ? 1 : -1);
-    const std::vector<uint8_t> packed = pack(c.weight, 64, 40, WeightType::int8);
+      for (int64_t i = 0; i < K; ++i)
+        c.in[m * K + i] = halves[(i + m) % 8] * (i / 32 == 1 ? -1 : 1);
+    std::fill(c.in.begin() + 32, c.in.begin() + 64, 0.0f);  // and a block of zeros (scale 0)
+    const std::vector<uint8_t> packed = pack(c.weight, K, 40, WeightType::int8);
     const std::vector<float> got = c.packed_forward(packed, WeightType::int8, false);
     const std::vector<float> expected = reference_int8_linear(c, false);
     EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), sizeof(float) * got.size())) << rows;
