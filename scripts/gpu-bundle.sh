@@ -5,18 +5,30 @@
 # machine can unpack it). The golden cases are not in it: they travel with the tree
 # (tests/golden), where gpu-check.sh reads them.
 #
-#   scripts/gpu-bundle.sh [OUT.tar.gz]     (default build/gpu-bundle.tar.gz)
+#   scripts/gpu-bundle.sh [--from BUILD_DIR] [OUT.tar.gz]   (default build/gpu-bundle.tar.gz)
+#
+# --from packs an existing build's sps and test_cuda instead of building (the tests pack the
+# release build so, to check that a bundle fits a lent machine's 64 MiB and starts).
 #
 # Then, on the GPU machine: scripts/gpu-check.sh --bundle OUT.tar.gz
 # gpu-check.sh runs each binary with the bundle's lib/ on its library path: a RUNPATH would
 # reach only the binaries' own dependencies, not theirs (libmpi's, say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build=""
+if [ "${1:-}" = --from ]; then
+  [ -x "${2:-}/sps" ] && [ -x "$2/test_cuda" ] ||
+    { echo "gpu-bundle.sh: --from ${2:-}: expected a build folder holding sps and test_cuda" >&2; exit 2; }
+  build=$2
+  shift 2
+fi
 out=$(realpath -m "${1:-build/gpu-bundle.tar.gz}")
-build=build/gpu-portable
-cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON -DSPS_CPU=portable \
-  >/dev/null
-ninja -C $build sps test_cuda
+if [ -z "$build" ]; then
+  build=build/gpu-portable
+  cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPS_CUDA=ON -DSPS_CPU=portable \
+    >/dev/null
+  ninja -C $build sps test_cuda
+fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib"

@@ -259,6 +259,42 @@ TEST(GpuCheckCli, DryRunRunsEveryStageAndReturnsTheReportAndLogsAsALentMachineDo
   EXPECT_EQ(count_of("\n" + read_file(dir.file("work/bin/bundle/sps-calls")), "\n--version\n"), 3);
 }
 
+// scripts/gpu-bundle.sh packs this build as it packs a portable one for a lent GPU machine:
+// the bundle fits what a call may carry there (64 MiB with the tree), holds both binaries,
+// their libraries and the MPI version, and sps starts from it through the check's scripts
+// with the bundle's libraries alone.
+TEST(GpuCheckCli, ABundleOfThisBuildFitsWhatALentMachineCarriesAndStarts) {
+  const fs::path build = fs::path(SPS_BINARY).parent_path();
+  if (!fs::exists(build / "test_cuda")) GTEST_SKIP() << "no test_cuda in this build (no nvcc)";
+  TempDir dir;
+  write_fake_tools(dir / "tools");
+  const std::string bundle = dir / "bundle.tar.gz";
+  std::string console;
+  ASSERT_EQ(run_command("bash '" SPS_SOURCE_DIR "/scripts/gpu-bundle.sh' --from '" +
+                            build.string() + "' '" + bundle + "' 2>&1",
+                        &console),
+            0)
+      << console;
+  EXPECT_LT(fs::file_size(bundle), 48u << 20) << "leave room for the tree in 64 MiB";
+  std::string listing;
+  ASSERT_EQ(run_command("tar -tzf '" + bundle + "'", &listing), 0);
+  for (const char* name : {"./sps\n", "./test_cuda\n", "./lib/libdnnl.so.2\n", "./lib/libzip.so.4\n"})
+    EXPECT_NE(listing.find(name), std::string::npos) << name << " not in:\n" << listing;
+  EXPECT_EQ(listing.find("libcublas"), std::string::npos) << listing;
+  if (!mpirun_version().empty()) EXPECT_NE(listing.find("./mpi-version\n"), std::string::npos);
+  EXPECT_EQ(run_command("bash '" SPS_SOURCE_DIR "/scripts/gpu-bundle.sh' --from '" + dir.path().string() +
+                            "' x.tar.gz 2>&1",
+                        &console),
+            2);
+  EXPECT_NE(console.find("--from " + dir.path().string() + ": expected a build folder"), std::string::npos)
+      << console;
+
+  ASSERT_EQ(run_check(dir, "--bundle '" + bundle + "' --only version", &console), 0) << console;
+  const json report = json::parse(read_file(dir.file("out/gpu-check.json")));
+  EXPECT_EQ(stages_of(report)["version"]["status"], "passed") << report.dump(1);
+  EXPECT_NE(read_file(dir.file("work/logs/version.log")).find("\nrevision "), std::string::npos);
+}
+
 // memcheck runs the small tests that reach every kernel (racecheck's among them), not the
 // golden cases, whole models or NCCL: the filter its dry run hands test_cuda, applied to this
 // build's test_cuda.
