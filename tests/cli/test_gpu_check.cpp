@@ -281,7 +281,9 @@ TEST(GpuCheckCli, ABundleOfThisBuildFitsWhatALentMachineCarriesAndStarts) {
   for (const char* name : {"./sps\n", "./test_cuda\n", "./lib/libdnnl.so.2\n", "./lib/libzip.so.4\n"})
     EXPECT_NE(listing.find(name), std::string::npos) << name << " not in:\n" << listing;
   EXPECT_EQ(listing.find("libcublas"), std::string::npos) << listing;
-  if (!mpirun_version().empty()) EXPECT_NE(listing.find("./mpi-version\n"), std::string::npos);
+  if (!mpirun_version().empty()) {
+    EXPECT_NE(listing.find("./mpi-version\n"), std::string::npos) << listing;
+  }
   EXPECT_EQ(run_command("bash '" SPS_SOURCE_DIR "/scripts/gpu-bundle.sh' --from '" + dir.path().string() +
                             "' x.tar.gz 2>&1",
                         &console),
