@@ -49,18 +49,20 @@ inline Vi add_dot4(Vi acc, const int8_t* w, const int8_t* a) {
   return acc;
 }
 
-// AVX512-VNNI multiplies unsigned by signed bytes and sums each lane's four products into its
-// int32 in one instruction (vpdpbusd; no saturation, and the sums here stay far below 2³¹).
-// The kernels hand it each activation plus 128 (its sign bit flipped, 1 … 255) and subtract
-// 128 · Σ w, computed once per block for all rows by the same instruction: the same exact
-// integers as add_dot4 in a third of its instructions.
+// AVX512-VNNI (and AVX-VNNI at 32 bytes) multiplies unsigned by signed bytes and sums each
+// lane's four products into its int32 in one instruction (vpdpbusd; no saturation, and the
+// sums here stay far below 2³¹). The kernels hand it each activation plus 128 (its sign bit
+// flipped, 1 … 255) and subtract 128 · Σ w, computed once per block for all rows by the same
+// instruction: the same exact integers as add_dot4 in a third of its instructions.
 template <typename Vi = Int32Vec>
 inline constexpr bool kUnsignedDot4 =
 #if defined(__AVX512VNNI__)
-    sizeof(Vi) == 64;
-#else
-    false;
+    sizeof(Vi) == 64 ||
 #endif
+#if defined(__AVXVNNI__)
+    sizeof(Vi) == 32 ||
+#endif
+    false;
 
 // acc[c] + Σ_{j<4} w[4c + j] · u[j] for every lane c, u the four unsigned bytes of u4
 // (kUnsignedDot4 builds only).
@@ -68,11 +70,17 @@ template <typename Vi = Int32Vec>
 inline Vi add_unsigned_dot4(Vi acc, const int8_t* w, uint32_t u4) {
   static_assert(kUnsignedDot4<Vi>);
 #if defined(__AVX512VNNI__)
-  return std::bit_cast<Vi>(_mm512_dpbusd_epi32(
-      std::bit_cast<__m512i>(acc), _mm512_set1_epi32(int32_t(u4)), _mm512_loadu_si512(w)));
-#else
-  return acc;
+  if constexpr (sizeof(Vi) == 64)
+    return std::bit_cast<Vi>(_mm512_dpbusd_epi32(
+        std::bit_cast<__m512i>(acc), _mm512_set1_epi32(int32_t(u4)), _mm512_loadu_si512(w)));
 #endif
+#if defined(__AVXVNNI__)
+  if constexpr (sizeof(Vi) == 32)
+    return std::bit_cast<Vi>(
+        _mm256_dpbusd_avx_epi32(std::bit_cast<__m256i>(acc), _mm256_set1_epi32(int32_t(u4)),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))));
+#endif
+  return acc;
 }
 
 }  // namespace sps::ops::cpu

@@ -1,14 +1,15 @@
 #pragma once
 // The packed linear's kernels (linear_packed.cpp) as one table per build variant. A portable
-// x86 build compiles linear_packed.cpp three times: for its own target (namespace
-// `baseline`), for AVX-512 (namespace `avx512`, CMake's sps_ops_cpu_avx512) and for AVX-512
-// with VNNI (`avx512vnni`: the same kernels, but int8 blocks multiplied by vpdpbusd,
-// cpu::kUnsignedDot4), each with its own vector width and panel width; the process runs one
+// x86 build compiles linear_packed.cpp four times: for its own target (namespace `baseline`),
+// for AVX-512 (namespace `avx512`, CMake's sps_ops_cpu_avx512), for AVX-512 with VNNI
+// (`avx512vnni`) and for AVX2 with AVX-VNNI (`avx2vnni`: Intel's client CPUs without
+// AVX-512); the VNNI builds are the others' kernels with int8 blocks multiplied by vpdpbusd
+// (cpu::kUnsignedDot4). Each has its own vector width and panel width; the process runs one
 // of them, chosen once by timing (linear_packed_dispatch.cpp). All give the same bits (every
 // output is the same chain of fused multiply-adds over the same exact integers), so the
-// choice changes speed only. Nothing else is compiled for AVX-512, and a variant's object
-// defines no symbol outside its namespace (CpuTargets.*VariantKeepsToItsNamespace), so no
-// AVX-512 code can be linked into a function an AVX2 CPU runs.
+// choice changes speed only. Nothing else is compiled for AVX-512 or VNNI, and a variant's
+// object defines no symbol outside its namespace (CpuTargets.*VariantKeepsToItsNamespace), so
+// no such code can be linked into a function a plain AVX2 CPU runs.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,7 +28,7 @@ namespace sps::ops {
 // linear_packed_forward and embedding_packed_forward, in one variant.
 template <typename T>
 struct PackedLinearKernels {
-  const char* variant;  // "baseline", "avx512" or "avx512vnni"
+  const char* variant;  // "baseline", "avx512", "avx512vnni" or "avx2vnni"
   int vector_bytes;     // the width of its vectors
   int64_t (*panel_rows)();
   int64_t (*weight_bytes)(WeightType type, int64_t in_dim, int64_t out_dim);
@@ -49,6 +50,10 @@ template <typename T>
 const PackedLinearKernels<T>& packed_linear_kernels();
 }
 namespace avx512vnni {
+template <typename T>
+const PackedLinearKernels<T>& packed_linear_kernels();
+}
+namespace avx2vnni {
 template <typename T>
 const PackedLinearKernels<T>& packed_linear_kernels();
 }

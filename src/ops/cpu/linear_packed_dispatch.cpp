@@ -1,5 +1,5 @@
 // ops.h's packed linear over the variant this process runs (linear_packed.h): the build's own
-// kernels, or their AVX-512 builds where the CPU has AVX-512 (and VNNI) and one measured faster.
+// kernels, or their AVX-512 and VNNI builds where the CPU has those and one measured faster.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -11,13 +11,17 @@
 namespace sps::ops {
 namespace {
 
-#if SPS_AVX512_VARIANTS
+#if SPS_KERNEL_VARIANTS
 bool cpu_has_avx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
 bool cpu_has_avx512_vnni() { return cpu_has_avx512() && __builtin_cpu_supports("avx512vnni"); }
+bool cpu_has_avx_vnni() {  // (with the AVX2 this binary needs anyway)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avxvnni");
+}
 #endif
 
 // One multiply of 16 rows by a 512 × 512 weight of a given type, packed by the variant
@@ -60,7 +64,7 @@ const PackedLinearKernels<T>* fastest(const std::vector<const PackedLinearKernel
     for (const WeightType type : types) multiplies.emplace_back(*k, type);
   std::vector<double> shortest(multiplies.size(), 1e30);
 #pragma omp parallel num_threads(1)
-  for (int round = 0; round < 8; ++round)
+  for (int round = 0; round < 16; ++round)
     for (size_t i = 0; i < multiplies.size(); ++i)
       shortest[i] = std::min(shortest[i], multiplies[i].seconds());
   std::vector<double> seconds(variants.size(), 0.0);
@@ -73,9 +77,10 @@ const PackedLinearKernels<T>* fastest(const std::vector<const PackedLinearKernel
 template <typename T>
 std::vector<const PackedLinearKernels<T>*> runnable_packed_linear_variants() {
   std::vector<const PackedLinearKernels<T>*> variants{&baseline::packed_linear_kernels<T>()};
-#if SPS_AVX512_VARIANTS
+#if SPS_KERNEL_VARIANTS
   if (cpu_has_avx512()) variants.push_back(&avx512::packed_linear_kernels<T>());
   if (cpu_has_avx512_vnni()) variants.push_back(&avx512vnni::packed_linear_kernels<T>());
+  if (cpu_has_avx_vnni()) variants.push_back(&avx2vnni::packed_linear_kernels<T>());
 #endif
   return variants;
 }
