@@ -232,14 +232,16 @@ def _flat_weights(table, state_dict: Mapping[str, Any]) -> np.ndarray:
 
 
 def load(path: PathLike, device: str = "cpu", weights: str = "f32",
-         tokenizer: Optional[PathLike] = None) -> Model:
+         tokenizer: Optional[PathLike] = None, kv_cache: str = "f32") -> Model:
     """A model from a checkpoint folder (model.safetensors + config.yaml) or a run folder (its
     newest complete checkpoint), as `sps generate --checkpoint` loads it. device: "cpu" or
     "cuda[:N]". weights: how the projection weights are held: "f32" (exact), "bf16" or "int8" (CPU only). tokenizer: "gpt2", a folder or a
-    rank file (default: the one the config names)."""
+    rank file (default: the one the config names). kv_cache: how generation holds the KV cache:
+    "f32" (exact) or "bf16" (half the bytes; CPU only), as `--kv-type`."""
     spec = _args.optional_path("tokenizer", tokenizer)
     return Model(_sps.Model.load(_args.path("path", path), _args.text("device", device),
-                                 _args.text("weights", weights), spec), spec)
+                                 _args.text("weights", weights), spec,
+                                 _args.text("kv_cache", kv_cache)), spec)
 
 
 def from_state_dict(state_dict: Mapping[str, Any], config: Union[Mapping[str, Any], Model],

@@ -142,6 +142,7 @@ struct Contestant {
     } else {
       load_weights_for_inference(m.weights, model, m.weight_type);
     }
+    model.set_kv_type(m.kv_type);
     return model;
   }
   Contestant(const GenerateBenchModel& m, const GenerateBenchOptions& o,

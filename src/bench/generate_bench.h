@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "ops/backend.h"
 #include "ops/device.h"
 
@@ -26,6 +27,7 @@ struct GenerateBenchModel {
   ModelConfig config;
   std::string weights;  // safetensors file, or empty for random weights (init seed)
   ops::WeightType weight_type = ops::WeightType::f32;  // how the projections are held
+  KvType kv_type = KvType::f32;                        // how the KV cache holds K and V
 };
 
 struct GenerateBenchOptions {

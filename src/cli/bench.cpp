@@ -306,6 +306,13 @@ void register_generate_bench(CLI::App* bench) {
                    "each type given; not f32 only on the CPU)")
       ->delimiter(',')
       ->capture_default_str();
+  static std::vector<std::string> gen_kv_types = {"f32"};
+  generate
+      ->add_option("--kv-type", gen_kv_types,
+                   "f32 and/or bf16: how the KV cache holds keys and values (each model runs "
+                   "with each; bf16 on the CPU only)")
+      ->delimiter(',')
+      ->capture_default_str();
   const std::string& device = add_device_option(generate, "sps bench generate");
   generate->callback([&device] {
     gen.device = ops::parse_device(device, "--device");
@@ -315,6 +322,12 @@ void register_generate_bench(CLI::App* bench) {
       if (types.back() != ops::WeightType::f32 && !ops::capabilities(gen.device).packed_weights)
         fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",
              name, device);
+    }
+    std::vector<KvType> kv_types;
+    for (const std::string& name : gen_kv_types) {
+      kv_types.push_back(parse_kv_type(name, "--kv-type"));
+      if (kv_types.back() != KvType::f32 && !ops::capabilities(gen.device).bf16_kv_cache)
+        fail("--kv-type {}: the CPU backend's only; {} keeps an f32 KV cache", name, device);
     }
     if (gen_paper) {
       gen.prompt_tokens = 1024;
@@ -329,12 +342,16 @@ void register_generate_bench(CLI::App* bench) {
     for (const GenerateBenchModel& model :
          generate_bench_models(gen_configs, gen_checkpoints, gen_overrides, gen_families,
                                gen.prompt_tokens + gen.new_tokens))
-      for (const ops::WeightType type : types) {
-        gen.models.push_back(model);
-        gen.models.back().weight_type = type;
-        if (types.size() > 1 || type != ops::WeightType::f32)
-          gen.models.back().label += fmt::format(" {}", ops::weight_type_name(type));
-      }
+      for (const ops::WeightType type : types)
+        for (const KvType kv_type : kv_types) {
+          gen.models.push_back(model);
+          gen.models.back().weight_type = type;
+          gen.models.back().kv_type = kv_type;
+          if (types.size() > 1 || type != ops::WeightType::f32)
+            gen.models.back().label += fmt::format(" {}", ops::weight_type_name(type));
+          if (kv_types.size() > 1 || kv_type != KvType::f32)
+            gen.models.back().label += fmt::format(" kv-{}", kv_type_name(kv_type));
+        }
     run_generate_bench(gen);
   });
 }

@@ -26,7 +26,7 @@ const std::string& add_device_option(CLI::App* command, const std::string& name)
 // bf16 on every device, or, where what bf16 changes runs on a GPU only (the tensor-core
 // attention), refused on the CPU.
 struct DeviceChoice {
-  std::string device = "cpu", precision = "fp32", weight_type = "f32";
+  std::string device = "cpu", precision = "fp32", weight_type = "f32", kv_type = "f32";
 };
 enum class Bf16On { every_device, gpu_only };
 const DeviceChoice& add_device_and_precision_options(CLI::App* command, const std::string& name,
@@ -34,7 +34,8 @@ const DeviceChoice& add_device_and_precision_options(CLI::App* command, const st
                                                      Bf16On bf16_on);
 
 // --device with --weight-type f32|bf16|int8, how an inference command holds the projection
-// weights (ops/weight_type.h; not f32 only on the CPU), checked with the device.
+// weights (ops/weight_type.h; not f32 only on the CPU), and --kv-type f32|bf16, how it holds
+// the KV cache (model/kv_cache.h; bf16 on the CPU only), checked with the device.
 const DeviceChoice& add_device_and_weight_type_options(CLI::App* command,
                                                        const std::string& name);
 

@@ -1,5 +1,6 @@
 // --device (and --precision or --weight-type) on the commands that run a model.
 #include "cli/commands.h"
+#include "model/kv_cache.h"
 #include "ops/backend_registry.h"
 #include "ops/weight_type.h"
 #include "util/error.h"
@@ -27,6 +28,12 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra
                      "the memory) or int8 (blocks of 32 with an fp16 scale, GGUF's Q8_0); the CPU "
                      "backend only")
         ->capture_default_str();
+  if (extra == Extra::weight_type)
+    command
+        ->add_option("--kv-type", choice->kv_type,
+                     "how the KV cache holds keys and values: f32 (exact) or bf16 (half the "
+                     "bytes each decode step reads; rounded as written); the CPU backend only")
+        ->capture_default_str();
   // Checked once the command line is read, before any work: a device this build or machine
   // cannot use, bf16 on the CPU where it is a GPU's only, or packed weights on a GPU is one
   // line and exit status 2.
@@ -42,6 +49,9 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra
         !can.packed_weights)
       fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",
            choice->weight_type, choice->device);
+    if (parse_kv_type(choice->kv_type, "--kv-type") != KvType::f32 && !can.bf16_kv_cache)
+      fail("--kv-type {}: the CPU backend's only; {} keeps an f32 KV cache", choice->kv_type,
+           choice->device);
   });
   return *choice;
 }

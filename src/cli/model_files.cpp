@@ -74,6 +74,7 @@ LoadedModel load_model(const std::string& checkpoint, const std::string& weights
   require_saved_model(weights_path, config, m.config_path);
   m.model = std::make_unique<Model<float>>(config, ops::backend_for(device),
                                             Model<float>::InitialWeights::unset);
+  m.model->set_kv_type(parse_kv_type(on.kv_type, "--kv-type"));
   if (!load_weights_for_inference(weights_path, *m.model, weight_type))
     std::fprintf(stderr, "sps: %s\n", unverified_note(weights_path).c_str());
   return m;

@@ -18,11 +18,12 @@ __int128 Decoder<T>::memory_bytes(const Model<T>& model, const DecoderShape& sha
       family.interleaved && c.window_size > 0 ? std::min<__int128>(c.window_size, longest) : 0;
   const __int128 B = shape.batch, tokens = B * shape.max_chunk_tokens;
   const __int128 rows = tokens * family.streams(), d = c.hidden_size;
-  const __int128 cache = __int128(c.n_layer) * B * (longest + ring) * c.hidden_size * 2;
+  const __int128 cache_values = __int128(c.n_layer) * B * (longest + ring) * c.hidden_size * 2;
+  const __int128 cache_bytes = cache_values * (model.kv_type() == KvType::bf16 ? 2 : sizeof(T));
   // The model's RoPE tables grown to `longest` positions: cos and sin, D/2 each per position.
   const __int128 rope = longest * c.head_dim();
   const __int128 step = rows * (6 * d + 3 * c.intermediate_size + 3) + tokens * (d + 1 + c.vocab_size);
-  return (cache + 2 * rope + step) * sizeof(T);  // the RoPE tables' host copies too
+  return cache_bytes + (2 * rope + step) * sizeof(T);  // the RoPE tables' host copies too
 }
 
 template <typename T>
@@ -48,6 +49,7 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
   // no position exceeds that count either.
   const int64_t longest = shape.max_prompt_tokens + shape.max_new_tokens;
   KvCacheShape cache_shape;
+  cache_shape.type = model.kv_type();
   cache_shape.layers = L_;
   cache_shape.batch = shape.batch;
   cache_shape.heads = H_;
@@ -298,8 +300,15 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   model_.embed(h, step_inputs_.data(), slots);
   for (int64_t l = 0; l < L_; ++l) {
     model_.block_attention_input(l, block, pos, slots, true);
-    backend_.attention_decode(block.att, block.qkv, cache_.persistent_k(l), cache_.persistent_v(l),
-                              cache_.ring_k(l), cache_.ring_v(l), attn);
+    if (cache_.shape().type == KvType::bf16) {
+      const auto kv = std::as_const(cache_).bf16_layer(l);
+      backend_.attention_decode_bf16_cache(block.att, block.qkv, kv.persistent_k, kv.persistent_v,
+                                           kv.ring_k, kv.ring_v, attn);
+    } else {
+      const auto kv = std::as_const(cache_).layer(l);
+      backend_.attention_decode(block.att, block.qkv, kv.persistent_k, kv.persistent_v, kv.ring_k,
+                                kv.ring_v, attn);
+    }
     cache_.write_layer(l, block.qkv);
     // In the last layer only the readout stream's rows still matter (the other stream's keys
     // and values are in the cache now): gather them into readout_ and skip the rest's

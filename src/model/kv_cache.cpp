@@ -6,6 +6,14 @@
 
 namespace sps {
 
+KvType parse_kv_type(const std::string& name, const std::string& what) {
+  if (name == "f32") return KvType::f32;
+  if (name == "bf16") return KvType::bf16;
+  fail("{}: '{}' is not a KV cache type; expected f32 or bf16", what, name);
+}
+
+const char* kv_type_name(KvType type) { return type == KvType::bf16 ? "bf16" : "f32"; }
+
 template <typename T>
 void KvCache<T>::allocate(const KvCacheShape& shape) {
   SPS_ASSERT(shape.layers > 0 && shape.batch > 0 && shape.heads > 0 && shape.head_dim > 0);
@@ -15,7 +23,9 @@ void KvCache<T>::allocate(const KvCacheShape& shape) {
   persistent_block_ = shape.batch * shape.persistent_capacity * row;
   ring_block_ = shape.batch * shape.ring_capacity * row;
   layer_stride_ = 2 * (persistent_block_ + ring_block_);
-  data_.reset(size_t(shape.layers * layer_stride_));
+  const size_t elements = size_t(shape.layers * layer_stride_);
+  data_.reset(shape.type == KvType::f32 ? elements : 0);
+  bf16_data_.reset(shape.type == KvType::bf16 ? elements : 0);
   persistent_len_.assign(shape.batch, 0);
   ring_len_.assign(shape.batch, 0);
   ring_pushed_.assign(shape.batch, 0);
@@ -69,7 +79,11 @@ void KvCache<T>::write_layer(int64_t l, const T* qkv) {
     plan_.upload(plan_packed_.data(), plan_packed_.size());
     plan_uploaded_ = true;
   }
-  backend_.copy_rows(persistent_k(l), qkv, plan_.data(), plan_.data() + n, n, shape_.head_dim);
+  const int64_t* to = plan_.data();
+  if (shape_.type == KvType::bf16)
+    backend_.copy_rows_to_bf16(bf16_layer(l).persistent_k, qkv, to, to + n, n, shape_.head_dim);
+  else
+    backend_.copy_rows(layer(l).persistent_k, qkv, to, to + n, n, shape_.head_dim);
 }
 
 template <typename T>
@@ -95,6 +109,7 @@ template <typename T>
 void KvCache<T>::copy_sequence(int64_t b, const KvCache& source, int64_t from) {
   const KvCacheShape& s = source.shape_;
   SPS_ASSERT(s.layers == shape_.layers && s.heads == shape_.heads && s.head_dim == shape_.head_dim);
+  SPS_ASSERT(s.type == shape_.type);
   SPS_ASSERT(&source != this || b != from);
   const int64_t persistent = source.persistent_len_[from], ring = source.ring_len_[from];
   SPS_ASSERT(persistent <= shape_.persistent_capacity && ring <= shape_.ring_capacity);
@@ -140,7 +155,11 @@ void KvCache<T>::copy_sequence(int64_t b, const KvCache& source, int64_t from) {
   if (!offsets.empty()) copy_offsets_.upload(offsets.data(), offsets.size());
   for (const Call& c : calls) {
     const int64_t* to = copy_offsets_.data() + c.first;
-    backend_.copy_rows(data_.data(), source.data_.data(), to, to + c.rows, c.rows, c.width);
+    if (shape_.type == KvType::bf16)
+      backend_.copy_bf16_rows(bf16_data_.data(), source.bf16_data_.data(), to, to + c.rows, c.rows,
+                              c.width);
+    else
+      backend_.copy_rows(data_.data(), source.data_.data(), to, to + c.rows, c.rows, c.width);
   }
   set_lengths(b, persistent, ring);
 }
@@ -161,7 +180,7 @@ int64_t KvCache<T>::used_bytes(int64_t sequences) const {
   int64_t rows = 0;
   for (int64_t b = 0; b < (sequences < 0 ? shape_.batch : sequences); ++b)
     rows += persistent_len_[b] + ring_len_[b];
-  return rows * 2 * shape_.layers * shape_.heads * shape_.head_dim * int64_t(sizeof(T));
+  return rows * 2 * shape_.layers * shape_.heads * shape_.head_dim * element_bytes();
 }
 
 template class KvCache<float>;

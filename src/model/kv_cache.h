@@ -13,14 +13,27 @@
 // forward's writes are one call per layer and a sequence's copy at most three calls, however
 // many rows, heads and sequences they take (a GPU launches once where it would otherwise
 // copy once per layer, row and head).
+//
+// The rows are T, or bf16 (KvType::bf16, --kv-type bf16: half the bytes a decode step reads
+// from the cache): each K and V value rounded to the nearest bf16 (ties to even) as it is
+// written, and widened exactly when the decode attention reads it (ops.h
+// attention_decode_bf16_cache). The step's own keys and a prefill's attention stay T.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ops/backend.h"
+#include "util/error.h"
 
 namespace sps {
 
+enum class KvType { f32, bf16 };
+// "f32" or "bf16"; anything else is a UserError naming `what`.
+KvType parse_kv_type(const std::string& name, const std::string& what);
+const char* kv_type_name(KvType type);
+
 struct KvCacheShape {
+  KvType type = KvType::f32;
   int64_t layers = 0, batch = 0, heads = 0, head_dim = 0;
   int64_t persistent_capacity = 0;  // rows per sequence: the longest document it will hold
   int64_t ring_capacity = 0;        // windowed rows per sequence (0: no ring)
@@ -30,7 +43,11 @@ template <typename T>
 class KvCache {
  public:
   explicit KvCache(const ops::Backend<T>& backend = ops::cpu_backend<T>())
-      : backend_(backend), data_(backend), plan_(backend), copy_offsets_(backend) {}
+      : backend_(backend),
+        data_(backend),
+        bf16_data_(backend),
+        plan_(backend),
+        copy_offsets_(backend) {}
   explicit KvCache(const KvCacheShape& shape,
                    const ops::Backend<T>& backend = ops::cpu_backend<T>())
       : KvCache(backend) {
@@ -41,15 +58,20 @@ class KvCache {
   const KvCacheShape& shape() const { return shape_; }
 
   // [B, H, persistent_capacity, D] and [B, H, ring_capacity, D] of layer l (the backend's
-  // memory).
-  T* persistent_k(int64_t l) { return data_.data() + l * layer_stride_; }
-  T* persistent_v(int64_t l) { return persistent_k(l) + persistent_block_; }
-  T* ring_k(int64_t l) { return ring_block_ ? persistent_v(l) + persistent_block_ : nullptr; }
-  T* ring_v(int64_t l) { return ring_block_ ? ring_k(l) + ring_block_ : nullptr; }
-  const T* persistent_k(int64_t l) const { return data_.data() + l * layer_stride_; }
-  const T* persistent_v(int64_t l) const { return persistent_k(l) + persistent_block_; }
-  const T* ring_k(int64_t l) const { return ring_block_ ? persistent_v(l) + persistent_block_ : nullptr; }
-  const T* ring_v(int64_t l) const { return ring_block_ ? ring_k(l) + ring_block_ : nullptr; }
+  // memory; no ring: null), in the cache's element type E: T (KvType::f32) or uint16_t
+  // (KvType::bf16).
+  template <typename E>
+  struct LayerRows {
+    E *persistent_k, *persistent_v, *ring_k, *ring_v;
+  };
+  LayerRows<T> layer(int64_t l) { return rows_of(data_.data(), KvType::f32, l); }
+  LayerRows<const T> layer(int64_t l) const {
+    return rows_of<const T>(data_.data(), KvType::f32, l);
+  }
+  LayerRows<uint16_t> bf16_layer(int64_t l) { return rows_of(bf16_data_.data(), KvType::bf16, l); }
+  LayerRows<const uint16_t> bf16_layer(int64_t l) const {
+    return rows_of<const uint16_t>(bf16_data_.data(), KvType::bf16, l);
+  }
 
   int64_t persistent_length(int64_t b) const { return persistent_len_[b]; }
   int64_t ring_length(int64_t b) const { return ring_len_[b]; }
@@ -84,11 +106,24 @@ class KvCache {
   void clear(int64_t b);
   void clear_all();
 
-  int64_t allocated_bytes() const { return int64_t(data_.size() * sizeof(T)); }
+  int64_t allocated_bytes() const {
+    return int64_t(data_.size() * sizeof(T) + bf16_data_.size() * sizeof(uint16_t));
+  }
   // Bytes of the rows in use, all layers, in sequences [0, sequences) (-1: all of them).
   int64_t used_bytes(int64_t sequences = -1) const;
 
  private:
+  template <typename E>
+  LayerRows<E> rows_of(E* data, KvType type, int64_t l) const {
+    SPS_ASSERT(shape_.type == type && 0 <= l && l < shape_.layers);
+    E* k = data + l * layer_stride_;
+    E* ring = ring_block_ ? k + 2 * persistent_block_ : nullptr;
+    return {k, k + persistent_block_, ring, ring ? ring + ring_block_ : nullptr};
+  }
+  int64_t element_bytes() const {
+    return shape_.type == KvType::bf16 ? int64_t(sizeof(uint16_t)) : int64_t(sizeof(T));
+  }
+
   // Plans the K and V rows of every head of one slot: from q | k | v row `slot` to row `row`
   // of sequence b in the blocks at `block` (persistent_k's or ring_k's offset in a layer;
   // V's block follows K's at `v_block`), `capacity` rows per (sequence, head).
@@ -97,7 +132,8 @@ class KvCache {
 
   const ops::Backend<T>& backend_;
   KvCacheShape shape_;
-  ops::DeviceBuffer<T> data_;
+  ops::DeviceBuffer<T> data_;              // the rows of an f32 cache
+  ops::DeviceBuffer<uint16_t> bf16_data_;  // the rows of a bf16 cache
   int64_t persistent_block_ = 0, ring_block_ = 0, layer_stride_ = 0;
   std::vector<int64_t> persistent_len_, ring_len_, ring_pushed_;
   // The write plan: element offsets of each row into a layer (to) and into q | k | v (from),

@@ -10,6 +10,7 @@
 
 #include "model/config.h"
 #include "model/family.h"
+#include "model/kv_cache.h"
 #include "model/params.h"
 #include "model/slot_layout.h"
 #include "ops/attention_plan.h"
@@ -148,6 +149,11 @@ class Model {
   void load_for_inference(ops::WeightType type, const WeightReader& read);
   bool packed() const { return packed_; }
   ops::WeightType weight_type() const { return weight_type_; }
+  // How the decoders made over this model hold their KV cache (model/kv_cache.h): f32 (the
+  // default, exact) or bf16 where the backend can (capabilities().bf16_kv_cache). An
+  // inference setting, like the weight type; decoders made before a change keep theirs.
+  void set_kv_type(KvType type);
+  KvType kv_type() const { return kv_type_; }
   // Bytes the weights take as this model holds them (packed projections in their type).
   int64_t weight_bytes() const;
   // out[rows, out_dim] (+)= in · Wᵀ, W the projection at `offset` in params() (c_attn,
@@ -262,6 +268,7 @@ class Model {
   bool recompute_ = false;
   bool packed_ = false;
   ops::WeightType weight_type_ = ops::WeightType::f32;
+  KvType kv_type_ = KvType::f32;
   // The packed projections: each one's flat offset and its place in packed_weights_.
   struct PackedProjection {
     int64_t offset, in_dim, out_dim, packed_at;

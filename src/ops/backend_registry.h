@@ -24,6 +24,8 @@ struct BackendCapabilities {
   bool host_memory = false;
   // It multiplies projection weights packed in a weight type (--weight-type bf16 or int8).
   bool packed_weights = false;
+  // Its decoders can hold the KV cache in bf16 (--kv-type bf16).
+  bool bf16_kv_cache = false;
   // Its training attention computes in bf16 under --precision bf16 (bench attention's bf16).
   bool bf16_attention = false;
   // LM-head rows computed at once: few where a chunk's logits should stay in the caches,

@@ -2,10 +2,10 @@
 // The ops a Backend<T> runs (backend.h), listed once: each line is
 //   OP(result, name, (parameters), (arguments))
 // with T the backend's element type. The contract of each (shapes, accumulation rules, what
-// may alias) is its namesake's in ops.h; fill is x[i] = value for i in [0, n). Every pointer
-// is to the backend's memory, and so are the arrays a layout or by_token points to, except
-// pack_weight_rows' rows (host memory). by_token (ops.h TokenRows) is null unless the
-// backend's embedding_run_rows() > 0.
+// may alias) is its namesake's in ops.h; fill is x[i] = value for i in [0, n), and
+// copy_bf16_rows is copy_rows of bf16 rows. Every pointer is to the backend's memory, and so
+// are the arrays a layout or by_token points to, except pack_weight_rows' rows (host memory).
+// by_token (ops.h TokenRows) is null unless the backend's embedding_run_rows() > 0.
 //
 // From this list come Backend<T>'s pure virtuals (SPS_DECLARE_BACKEND_OP), each backend's
 // overrides (SPS_OVERRIDE_FROM_OP_TABLE: a backend says in its op table, a line per op, what
@@ -24,6 +24,12 @@
   OP(void, fill, (T* x, int64_t n, T value), (x, n, value))                                      \
   OP(void, copy_rows, (T* dst, const T* src, const int64_t* to, const int64_t* from, int64_t n,   \
                        int64_t width),                                                           \
+     (dst, src, to, from, n, width))                                                             \
+  OP(void, copy_rows_to_bf16, (uint16_t* dst, const T* src, const int64_t* to,                 \
+                               const int64_t* from, int64_t n, int64_t width),                   \
+     (dst, src, to, from, n, width))                                                             \
+  OP(void, copy_bf16_rows, (uint16_t* dst, const uint16_t* src, const int64_t* to,               \
+                            const int64_t* from, int64_t n, int64_t width),                      \
      (dst, src, to, from, n, width))                                                             \
   OP(void, linear_forward, (T* out, const T* in, const T* weight, int64_t rows, int64_t in_dim,  \
                             int64_t out_dim, bool accumulate, int64_t ld_in = 0,                 \
@@ -92,6 +98,11 @@
   OP(void, attention_decode, (T* out, const T* qkv, const T* persistent_k,                       \
                               const T* persistent_v, const T* ring_k, const T* ring_v,           \
                               const ops::DecodeAttentionLayout& layout),                         \
+     (out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout))                             \
+  OP(void, attention_decode_bf16_cache, (T* out, const T* qkv, const uint16_t* persistent_k,    \
+                                        const uint16_t* persistent_v, const uint16_t* ring_k,    \
+                                        const uint16_t* ring_v,                                  \
+                                        const ops::DecodeAttentionLayout& layout),               \
      (out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout))                             \
   OP(void, adamw_update, (T* weights, const T* grads, float* m, float* v,                        \
                           const std::vector<ops::AdamWRange>& ranges,                            \

@@ -76,6 +76,11 @@ struct TokenRows {
 template <typename T>
 void copy_rows(T* dst, const T* src, const int64_t* to, const int64_t* from, int64_t n,
                int64_t width);
+// The same into bf16 rows (a bf16 KV cache's appends): each value rounded as float_to_bf16
+// (util/float_formats.h). copy_rows<uint16_t> moves such rows as they are.
+template <typename T>
+void copy_rows_to_bf16(uint16_t* dst, const T* src, const int64_t* to, const int64_t* from,
+                       int64_t n, int64_t width);
 
 // ---- RMSNorm: y = x · rsqrt(mean(x²) + eps) · gain ----------------------------------
 // in, out: [rows, d]; rstd: [rows] (saved for backward).
@@ -265,6 +270,13 @@ struct DecodeAttentionLayout {
 template <typename T>
 void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
                       const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout);
+// The same over a bf16 cache (--kv-type bf16): each cached K and V value is the bf16 of
+// util/float_formats.h and is widened to the exact T it stands for, so the result equals
+// attention_decode's over those widened rows, bit for bit; the chunk's own rows stay T.
+template <typename T>
+void attention_decode_bf16_cache(T* out, const T* qkv, const uint16_t* persistent_k,
+                                 const uint16_t* persistent_v, const uint16_t* ring_k,
+                                 const uint16_t* ring_v, const DecodeAttentionLayout& layout);
 
 }  // namespace sps::ops
 

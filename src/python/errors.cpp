@@ -24,6 +24,7 @@ std::string with_argument_names(const std::string& message) {
   std::string name = message.substr(2, end - 2);
   std::replace(name.begin(), name.end(), '-', '_');
   if (name == "weight_type") name = "weights";
+  if (name == "kv_type") name = "kv_cache";
   if (name == "task_file") name = "task_files";
   return name + message.substr(end);
 }

@@ -128,12 +128,14 @@ cli::LoadedModel model_from_weights(const ModelConfig& config, const ops::Device
 
 std::shared_ptr<PyModel> load(const std::string& path, const std::string& device_name,
                               const std::string& weights,
-                              const std::optional<std::string>& tokenizer) {
+                              const std::optional<std::string>& tokenizer,
+                              const std::string& kv_cache) {
   require_path(path, "path");
   usable_device(device_name);
   cli::DeviceChoice on;
   on.device = device_name;
   on.weight_type = ops::weight_type_name(ops::parse_weight_type(weights, "weights"));
+  on.kv_type = kv_type_name(parse_kv_type(kv_cache, "kv_cache"));
   cli::LoadedModel loaded =
       without_gil([&](const StopScope&) { return cli::load_model(path, "", "", on); });
   return std::make_shared<PyModel>(std::move(loaded), nullptr, tokenizer.value_or(""));
@@ -344,7 +346,7 @@ py::object evaluate(PyModel& self, const std::vector<std::string>& tasks,
 void register_model(py::module_& m) {
   py::class_<PyModel, std::shared_ptr<PyModel>>(m, "Model")
       .def_static("load", &load, py::arg("path"), py::arg("device"), py::arg("weights"),
-                  py::arg("tokenizer"))
+                  py::arg("tokenizer"), py::arg("kv_cache"))
       .def_static("from_weights", &from_weights, py::arg("config_json"), py::arg("weights"),
                   py::arg("device"), py::arg("source"), py::arg("tokenizer"))
       .def_static("from_torch_checkpoint", &from_torch_checkpoint, py::arg("path"),

@@ -72,10 +72,12 @@ struct Fixture {
   // What the library generates (greedy, EOS forbidden) for a prompt, with the weights held
   // as they are or packed in a weight type.
   std::string library(const std::string& prompt, int64_t n) { return library(prompt, n, *model); }
-  std::string library(const std::string& prompt, int64_t n, ops::WeightType type) {
+  std::string library(const std::string& prompt, int64_t n, ops::WeightType type,
+                      KvType kv_type = KvType::f32) {
     Model<float> packed(config);
     std::copy_n(model->weights(), model->params().total(), packed.weights());
     packed.pack_for_inference(type);
+    packed.set_kv_type(kv_type);
     return library(prompt, n, packed);
   }
   std::string library(const std::string& prompt, int64_t n, Model<float>& m) {
@@ -118,6 +120,20 @@ TEST(GenerateCli, WeightTypesGenerateWhatTheLibraryDoesWithThem) {
   const CliRun bad = generate(f.base() + " --prompt hello --weight-type fp8", f.dir);
   EXPECT_EQ(bad.status, 2);
   EXPECT_EQ(bad.err, "sps: --weight-type: 'fp8' is not a weight type; expected f32, bf16 or int8\n");
+}
+
+// --kv-type bf16: the text the library generates with a bf16 KV cache, with each weight type.
+TEST(GenerateCli, Bf16KvCacheGeneratesWhatTheLibraryDoesWithIt) {
+  Fixture f;
+  for (const ops::WeightType type : {ops::WeightType::f32, ops::WeightType::int8}) {
+    const std::string name = ops::weight_type_name(type);
+    const CliRun run = generate(f.base() + " --prompt hello --max-new-tokens 12 --forbid 256 --kv-type bf16 --weight-type " + name, f.dir);
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(run.out, f.library("hello", 12, type, KvType::bf16) + "\n") << name;
+  }
+  const CliRun bad = generate(f.base() + " --prompt hello --kv-type fp16", f.dir);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "sps: --kv-type: 'fp16' is not a KV cache type; expected f32 or bf16\n");
 }
 
 TEST(GenerateCli, SeededSamplingRepeatsAndEmptyPromptStartsADocument) {
@@ -268,6 +284,17 @@ TEST(BenchGenerateCli, CheckpointFoldersAsEveryCommandTakesThem) {
   ASSERT_EQ(models.size(), 3u) << out;
   EXPECT_NE(models[1].find("bf16"), std::string::npos) << models[1];
   EXPECT_NE(models[2].find("int8"), std::string::npos) << models[2];
+  // And each KV cache type, labelled with it; the bf16 cache reports half the bytes.
+  EXPECT_EQ(run_command(bench + quote(f.checkpoint) + " --kv-type f32,bf16 2>/dev/null", &out), 0)
+      << out;
+  std::vector<nlohmann::json> runs;
+  std::istringstream kv_lines(out);
+  for (std::string line; std::getline(kv_lines, line);)
+    if (!line.empty() && line[0] == '{') runs.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(runs.size(), 2u) << out;
+  EXPECT_NE(runs[1].at("model").get<std::string>().find("kv-bf16"), std::string::npos) << out;
+  EXPECT_EQ(runs[1].at("kv_cache_allocated_bytes").get<double>() * 2, runs[0].at("kv_cache_allocated_bytes").get<double>())
+      << out;
   fs::create_directories(f.dir.file("empty"));
   EXPECT_EQ(run_command(bench + quote(f.dir.file("empty")) + " 2>&1", &out), 2);
   EXPECT_NE(out.find("neither a checkpoint folder (model.safetensors) nor a run folder"), std::string::npos) << out;

@@ -248,6 +248,10 @@ class CheckingBackend final : public ops::Backend<float> {
                   const auto& layout) const {
     decode_pairs += ops::decode_attention_pairs(layout);  // its own memory is host memory
   }
+  void also_check(checked_op::attention_decode_bf16_cache, auto, auto, auto, auto, auto, auto,
+                  const auto& layout) const {
+    decode_pairs += ops::decode_attention_pairs(layout);
+  }
   mutable std::mutex mutex_;  // a server's thread and the test's may both call
   mutable std::map<const char*, size_t> allocations_;
   // Threads that may call: the one that made the backend (a GPU's is selected when its

@@ -27,11 +27,12 @@ struct DecodeTolerance<double> {
 
 // Row b: `prompt_lengths[b]` prompt tokens of `sequences[b]`, then the rest fed `chunk` per
 // call (one per step when chunk is 1; extends cut after any row's EOS otherwise). Checks every
-// logits row against the training forward of that sequence alone.
+// logits row against the training forward of that sequence alone, within `tolerance`
+// (default: DecodeTolerance<T>).
 template <typename T>
 void check_against_forward(Model<T>& model, const std::vector<std::vector<int32_t>>& sequences,
                            const std::vector<int64_t>& prompt_lengths, int64_t prefill_rows = 0,
-                           int64_t chunk = 1) {
+                           int64_t chunk = 1, double tolerance = DecodeTolerance<T>::value) {
   const ModelConfig& c = model.config();
   const int64_t B = int64_t(sequences.size()), V = c.vocab_size;
   int64_t P = 0, steps = 0;
@@ -65,7 +66,7 @@ void check_against_forward(Model<T>& model, const std::vector<std::vector<int32_
         const int64_t position = prompt_lengths[b] - 1 + fed + t;
         if (position >= int64_t(sequences[b].size())) continue;
         EXPECT_LT(max_relative_error(decoder.logits() + (b * K + t) * V, expected[b].data() + position * V, V),
-                  DecodeTolerance<T>::value)
+                  tolerance)
             << "row " << b << " position " << position << " chunk " << chunk;
       }
   };

@@ -157,6 +157,24 @@ TEST_P(DecoderEqualsForward, PackedWeights) {
   }
 }
 
+// A bf16 KV cache: only the cached K and V are rounded, so the logits of cached decoding stay
+// within bf16's rounding of the forward's, in steps, extends, extends long enough to run as
+// query tiles, and a left-padded batch.
+TEST_P(DecoderEqualsForward, Bf16KvCache) {
+  const Case& p = GetParam();
+  const ModelConfig c = micro_config(p.family, p.window, p.omega);
+  Model<float> model(c);
+  randomize_weights(model, 5);
+  model.set_kv_type(KvType::bf16);
+  constexpr double kBf16Tolerance = 0.05;  // as int8 weights: 2.4% at most here
+  const auto x = random_tokens(1, c.block_size, c, 17, {2, 7});
+  check_against_forward(model, {x}, {5}, 0, 1, kBf16Tolerance);
+  check_against_forward(model, {x}, {3}, 0, 5, kBf16Tolerance);
+  check_against_forward(model, {x}, {1}, 0, 11, kBf16Tolerance);
+  const auto b = random_tokens(1, 10, c, 32, {1});
+  check_against_forward(model, {x, b}, {6, 2}, 0, 1, kBf16Tolerance);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, DecoderEqualsForward, ::testing::ValuesIn(all_cases()), case_name);
 
 // An extend of the first rows only: their logits are the forward's, and the other rows keep
@@ -246,10 +264,14 @@ TEST(Decoder, StepCostFollowsCachedLengthAndAllocatesNothing) {
     }
     return decoder.last_step_attention_pairs();
   };
-  const int64_t small = pairs_after_two_steps(2), large = pairs_after_two_steps(500);
-  EXPECT_EQ(small, large);
-  // L · H · (2 queries · (6 persistent + 3 ring) + 1 + 2 own keys)
-  EXPECT_EQ(small, c.n_layer * c.n_head * (2 * (6 + 3) + 3));
+  for (const KvType type : {KvType::f32, KvType::bf16}) {
+    SCOPED_TRACE(kv_type_name(type));
+    model.set_kv_type(type);
+    const int64_t small = pairs_after_two_steps(2), large = pairs_after_two_steps(500);
+    EXPECT_EQ(small, large);
+    // L · H · (2 queries · (6 persistent + 3 ring) + 1 + 2 own keys)
+    EXPECT_EQ(small, c.n_layer * c.n_head * (2 * (6 + 3) + 3));
+  }
 }
 
 // Positions past block_size run on (RoPE tables cover the capacity); the first steps still

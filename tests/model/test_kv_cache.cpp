@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "util/float_formats.h"
 
 namespace sps {
 namespace {
@@ -52,7 +53,7 @@ std::multiset<float> ring_contents(const KvCache<float>& cache, int64_t l, int64
   const KvCacheShape& s = cache.shape();
   std::multiset<float> values;
   for (int64_t r = 0; r < cache.ring_length(b); ++r)
-    values.insert(cache.ring_k(l)[((b * s.heads + h) * s.ring_capacity + r) * s.head_dim]);
+    values.insert(cache.layer(l).ring_k[((b * s.heads + h) * s.ring_capacity + r) * s.head_dim]);
   return values;
 }
 
@@ -69,9 +70,9 @@ TEST(KvCache, RingWrapsAroundKeepingTheNewestPushes) {
     EXPECT_EQ(ring_contents(cache, 0, 1, 1), expected) << step;
   }
   // The persistent stream kept everything in order; sequence 0 was never touched.
-  for (int64_t r = 0; r < 7; ++r) EXPECT_EQ(cache.persistent_k(0)[((1 * 2 + 1) * 10 + r) * 4], float(r));
+  for (int64_t r = 0; r < 7; ++r) EXPECT_EQ(cache.layer(0).persistent_k[((1 * 2 + 1) * 10 + r) * 4], float(r));
   for (int64_t r = 0; r < 7; ++r)
-    EXPECT_EQ(cache.persistent_v(1)[((1 * 2 + 0) * 10 + r) * 4 + 3], -float(r + 10));
+    EXPECT_EQ(cache.layer(1).persistent_v[((1 * 2 + 0) * 10 + r) * 4 + 3], -float(r + 10));
   EXPECT_EQ(cache.persistent_length(0), 0);
   EXPECT_EQ(cache.ring_length(0), 0);
 }
@@ -110,7 +111,7 @@ TEST(KvCache, ReportsAllocatedAndUsedBytes) {
   // layers · 2 (K, V) · batch · capacity · H · D · 4 bytes
   EXPECT_EQ(standard.allocated_bytes(), 2 * 2 * 2 * 10 * 8 * 4);
   EXPECT_EQ(windowed.allocated_bytes(), 2 * 2 * 2 * (10 + 3) * 8 * 4);
-  EXPECT_EQ(standard.ring_k(0), nullptr);
+  EXPECT_EQ(standard.layer(0).ring_k, nullptr);
   EXPECT_EQ(windowed.used_bytes(), 0);
   windowed.set_lengths(0, 4, 3);
   windowed.advance(1);
@@ -120,7 +121,7 @@ TEST(KvCache, ReportsAllocatedAndUsedBytes) {
 // The K value of ring row r of sequence b, head h, layer l.
 float ring_k_at(const KvCache<float>& cache, int64_t l, int64_t b, int64_t h, int64_t r) {
   const KvCacheShape& s = cache.shape();
-  return cache.ring_k(l)[((b * s.heads + h) * s.ring_capacity + r) * s.head_dim];
+  return cache.layer(l).ring_k[((b * s.heads + h) * s.ring_capacity + r) * s.head_dim];
 }
 
 TEST(KvCacheCopy, CopiesPersistentRowsAndTheRingOldestFirst) {
@@ -140,8 +141,8 @@ TEST(KvCacheCopy, CopiesPersistentRowsAndTheRingOldestFirst) {
         EXPECT_EQ(ring_k_at(target, l, 0, h, r), float(4 + r + 10 * l)) << l << " " << h << " " << r;
       for (int64_t i = 0; i < 7; ++i) {
         const int64_t at = ((0 * 2 + h) * 10 + i) * 4;
-        EXPECT_EQ(target.persistent_k(l)[at], float(i + 10 * l));
-        EXPECT_EQ(target.persistent_v(l)[at + 3], -float(i + 10 * l));
+        EXPECT_EQ(target.layer(l).persistent_k[at], float(i + 10 * l));
+        EXPECT_EQ(target.layer(l).persistent_v[at + 3], -float(i + 10 * l));
       }
     }
   // Standard (no ring) copies just the persistent rows.
@@ -150,7 +151,7 @@ TEST(KvCacheCopy, CopiesPersistentRowsAndTheRingOldestFirst) {
   plain_source.advance(0);
   plain_target.copy_sequence(1, plain_source, 0);
   EXPECT_EQ(plain_target.persistent_length(1), 1);
-  EXPECT_EQ(plain_target.persistent_v(1)[(1 * 2 + 1) * 10 * 4], -11.5f);
+  EXPECT_EQ(plain_target.layer(1).persistent_v[(1 * 2 + 1) * 10 * 4], -11.5f);
   // Within one cache: sequence 0 takes sequence 1's rows.
   target.copy_sequence(1, target, 0);
   EXPECT_EQ(target.persistent_length(1), 7);
@@ -183,15 +184,58 @@ TEST(KvCache, PlannedWritesPlaceEveryHeadsKAndVOfEachSlot) {
       for (int64_t j = 0; j < D; ++j) {
         for (const auto& [b, row, slot] : persistent) {
           const int64_t at = ((b * H + h) * s.persistent_capacity + row) * D + j;
-          EXPECT_EQ(cache.persistent_k(l)[at], value(slot, 1, h, j));
-          EXPECT_EQ(cache.persistent_v(l)[at], value(slot, 2, h, j));
+          EXPECT_EQ(cache.layer(l).persistent_k[at], value(slot, 1, h, j));
+          EXPECT_EQ(cache.layer(l).persistent_v[at], value(slot, 2, h, j));
         }
         for (const auto& [b, row, slot] : ring) {
           const int64_t at = ((b * H + h) * s.ring_capacity + row) * D + j;
-          EXPECT_EQ(cache.ring_k(l)[at], value(slot, 1, h, j));
-          EXPECT_EQ(cache.ring_v(l)[at], value(slot, 2, h, j));
+          EXPECT_EQ(cache.layer(l).ring_k[at], value(slot, 1, h, j));
+          EXPECT_EQ(cache.layer(l).ring_v[at], value(slot, 2, h, j));
         }
       }
+}
+
+// A bf16 cache: each written value is float_to_bf16 of the slot's, at the f32 cache's place;
+// a copied sequence keeps those bits; the rows take half the bytes.
+TEST(KvCache, Bf16RowsAreTheRoundedValuesInHalfTheBytes) {
+  KvCacheShape s = small_shape(3);
+  KvCache<float> f32(s);
+  s.type = KvType::bf16;
+  KvCache<float> bf16(s), copy(s);
+  const int64_t H = s.heads, D = s.head_dim, slots = 2;
+  std::vector<float> qkv(slots * 3 * H * D);
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = 1.0f + float(i) * 0.0123f;  // not bf16 values
+  qkv[H * D] = 1.00390625f;  // a tie between two bf16 values: rounds to the even one, 1.0
+  for (KvCache<float>* cache : {&f32, &bf16}) {
+    cache->clear_writes();
+    cache->plan_persistent_write(1, 0, 0);
+    cache->plan_ring_write(1, 0, 1);
+    for (int64_t l = 0; l < s.layers; ++l) cache->write_layer(l, qkv.data());
+    cache->advance(1);
+  }
+  copy.copy_sequence(0, bf16, 1);
+  EXPECT_EQ(bf16.allocated_bytes() * 2, f32.allocated_bytes());
+  EXPECT_EQ(bf16.used_bytes() * 2, f32.used_bytes());
+  EXPECT_EQ(bf16_to_float(bf16.bf16_layer(0).persistent_k[(1 * H + 0) * s.persistent_capacity * D]),
+            1.0f);
+  for (int64_t l = 0; l < s.layers; ++l)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < D; ++j) {
+        const int64_t p = ((1 * H + h) * s.persistent_capacity + 0) * D + j;
+        const int64_t r = ((1 * H + h) * s.ring_capacity + 0) * D + j;
+        const auto rows = bf16.bf16_layer(l);
+        const auto wide = f32.layer(l);
+        EXPECT_EQ(rows.persistent_k[p], float_to_bf16(wide.persistent_k[p]));
+        EXPECT_EQ(rows.persistent_v[p], float_to_bf16(wide.persistent_v[p]));
+        EXPECT_EQ(rows.ring_k[r], float_to_bf16(wide.ring_k[r]));
+        EXPECT_EQ(rows.ring_v[r], float_to_bf16(wide.ring_v[r]));
+        // The copy: the same rows of sequence 0.
+        const auto copied = copy.bf16_layer(l);
+        EXPECT_EQ(copied.persistent_v[p - H * s.persistent_capacity * D], rows.persistent_v[p]);
+        EXPECT_EQ(copied.ring_k[(h * s.ring_capacity + 0) * D + j], rows.ring_k[r]);
+      }
+  EXPECT_EQ(parse_kv_type("bf16", "--kv-type"), KvType::bf16);
+  EXPECT_THROW(parse_kv_type("fp16", "--kv-type"), UserError);
 }
 
 }  // namespace

@@ -13,8 +13,10 @@
 
 #include "gradcheck.h"
 #include "ops/attention_reference.h"
+#include "ops/decode_cache_fixture.h"
 #include "ops/decode_keys.h"
 #include "ops/ops.h"
+#include "util/float_formats.h"
 
 namespace sps {
 namespace {
@@ -187,6 +189,70 @@ TEST(AttentionDecode, LargeScoresStayFinite) {
   ops::attention_decode<float>(out.data(), qkv.data(), pk.data(), pv.data(), nullptr, nullptr, layout);
   // The last cached key dominates completely.
   for (float v : out) EXPECT_NEAR(v, float(Cp - 1), 1e-3);
+}
+
+// Over a bf16 cache (--kv-type bf16) the op equals attention_decode over the same rows widened
+// to T, bit for bit: every family's cache shape, a step (K = 1), a short extend and one of
+// enough rows to run as query tiles (which widen a chunk of rows before multiplying).
+template <typename T>
+void check_bf16_cache(const testing::DecodeCacheCase& c) {
+  testing::DecodeCache x = testing::make_decode_cache(c);
+  const auto rounded = [](const std::vector<float>& rows, std::vector<uint16_t>& bits,
+                          std::vector<T>& wide) {
+    for (const float v : rows) {
+      bits.push_back(float_to_bf16(v));
+      wide.push_back(T(bf16_to_float(bits.back())));
+    }
+  };
+  std::vector<uint16_t> pk, pv, rk, rv;
+  std::vector<T> wpk, wpv, wrk, wrv;
+  rounded(x.pk, pk, wpk);
+  rounded(x.pv, pv, wpv);
+  rounded(x.rk, rk, wrk);
+  rounded(x.rv, rv, wrv);
+  const bool ring = c.ring_capacity > 0;
+  for (const int64_t K : {int64_t(1), int64_t(3), int64_t(16)}) {
+    ops::DecodeAttentionLayout layout = x.layout;
+    layout.tokens = K;
+    const int64_t rows = layout.batch * K * c.queries, HD = layout.heads * c.head_dim;
+    std::vector<double> qkv_values = testing::random_vector(rows * 3 * HD, uint64_t(40 + K));
+    const std::vector<T> qkv(qkv_values.begin(), qkv_values.end());
+    std::vector<T> expected(rows * HD), out(rows * HD);
+    ops::attention_decode<T>(expected.data(), qkv.data(), wpk.data(), wpv.data(),
+                             ring ? wrk.data() : nullptr, ring ? wrv.data() : nullptr, layout);
+    ops::attention_decode_bf16_cache<T>(out.data(), qkv.data(), pk.data(), pv.data(),
+                                        ring ? rk.data() : nullptr, ring ? rv.data() : nullptr,
+                                        layout);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < rows * HD; ++i) differ += std::isnan(out[i]) || out[i] != expected[i];
+    EXPECT_EQ(differ, 0) << "K = " << K;
+  }
+}
+
+TEST(AttentionDecode, Bf16CacheEqualsTheWidenedRows) {
+  for (const testing::DecodeCacheCase& c : testing::decode_cache_cases()) {
+    SCOPED_TRACE(testing::name(c));
+    check_bf16_cache<float>(c);
+    check_bf16_cache<double>(c);
+  }
+}
+
+// Rows into bf16: each value rounded as float_to_bf16 (ties to even, signed zeros,
+// infinities, NaN), at the rows the offsets name.
+TEST(CopyRows, IntoBf16RoundsEachValue) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> src = {1.00390625f, 1.01171875f, -0.0f, 0.0f, inf, -inf,
+                                  std::numeric_limits<float>::quiet_NaN(), 1e-40f,
+                                  3.4e38f, -2.5f, 0.1f, 65504.0f};
+  const int64_t to[] = {6, 0}, from[] = {0, 6};
+  std::vector<uint16_t> dst(12, 0xAAAA);
+  ops::copy_rows_to_bf16(dst.data(), src.data(), to, from, 2, 6);
+  for (int64_t j = 0; j < 6; ++j) {
+    EXPECT_EQ(dst[6 + j], float_to_bf16(src[j])) << j;
+    EXPECT_EQ(dst[j], float_to_bf16(src[6 + j])) << j;
+  }
+  EXPECT_EQ(dst[6], 0x3F80);  // 1 + 2^-8 lies halfway: to the even neighbour, 1.0
+  EXPECT_EQ(dst[7], 0x3F82);  // 1 + 3·2^-8 lies halfway: to the even neighbour, 1 + 2^-6
 }
 
 }  // namespace

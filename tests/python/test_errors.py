@@ -174,6 +174,8 @@ def test_missing_files(tmp_path):
 def test_load_refuses(world, tmp_path):
     check(sps.InputError, ["weights", "fp8", "f32, bf16 or int8"],
           lambda: sps.load(world.runs["sps"], weights="fp8"))
+    check(sps.InputError, ["kv_cache", "fp16", "f32 or bf16"],
+          lambda: sps.load(world.runs["sps"], kv_cache="fp16"))
     check(sps.InputError, ["device", "tpu"], lambda: sps.load(world.runs["sps"], device="tpu"))
     empty = tmp_path / "empty"
     empty.mkdir()

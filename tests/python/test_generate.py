@@ -36,6 +36,12 @@ def test_the_same_generations_as_sps_generate(world, tmp_path, family, flags, kw
             w["completion"], w["completion_tokens"], w["stop_reason"], w["prompt_tokens"])
 
 
+def test_a_bf16_kv_cache_generates_what_the_command_does(world, tmp_path):
+    want = cli_batch(world, tmp_path, "sps", "--max-new-tokens", "12", "--kv-type", "bf16")
+    got = sps.load(world.runs["sps"], kv_cache="bf16").generate(PROMPTS, max_new_tokens=12)
+    assert [g.text for g in got] == [w["completion"] for w in want]
+
+
 def test_one_prompt_streams_what_the_command_prints(world, sps_model):
     out = run_sps("generate", "--checkpoint", world.runs["sps"], "--prompt", "the kernel",
                   "--max-new-tokens", "10", "--temperature", "0.8", "--seed", "11").stdout

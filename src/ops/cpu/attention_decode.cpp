@@ -21,6 +21,7 @@
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/ring_split.h"
+#include "ops/cpu/widen.h"
 #include "ops/decode_keys.h"
 #include "ops/ops.h"
 #include "util/error.h"
@@ -51,9 +52,28 @@ struct HeadState {
 // queries, and asking for the next chunk's keys during P·V was slower.
 constexpr int64_t kPrefetchRows = 4;
 
+template <typename S>
+inline void prefetch_row(const S* row, int64_t D) {
+  for (int64_t d = 0; d < D; d += 64 / int64_t(sizeof(S))) __builtin_prefetch(row + d);
+}
+
+// Key and value rows are T, or bf16 (uint16_t) in a bf16 cache: loads widen each bf16 to the
+// exact T it stands for, so the arithmetic after them is the same either way.
+template <typename V>
+inline V load_row(const cpu::LaneOf<V>* p) {
+  return cpu::load<V>(p);
+}
+template <typename V>
+inline V load_row(const uint16_t* p) {
+  return cpu::widen_bf16<V>(p);
+}
 template <typename T>
-inline void prefetch_row(const T* row, int64_t D) {
-  for (int64_t d = 0; d < D; d += 64 / int64_t(sizeof(T))) __builtin_prefetch(row + d);
+inline T row_value(T x) {
+  return x;
+}
+template <typename T>
+inline T row_value(uint16_t x) {
+  return T(bf16_to_float(x));
 }
 
 // One lane from all of a vector's lanes, by halving: `combine` of the low and the high half
@@ -108,9 +128,10 @@ inline V lane_sums8(const V* v) {
 // D stay in registers (8 accumulators: enough independent FMA chains to fill both units, and
 // room for the loads), summed across lanes at the end. While scoring, each key's value row
 // and the key row kPrefetchRows ahead are asked for, so memory works during the arithmetic.
-template <typename T, int Q>
-inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s, const T* K,
-                         const T* V, int64_t ld, int64_t n, int64_t D) {
+// K and V rows are T or bf16 (S).
+template <typename T, int Q, typename S>
+inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s, const S* K,
+                         const S* V, int64_t ld, int64_t n, int64_t D) {
   using Vec = typename cpu::Vec<T>::V;  // along D; a scalar tail past the last whole vector
   constexpr int W = cpu::Vec<T>::lanes;
   constexpr int G = 8 / Q;
@@ -124,7 +145,7 @@ inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s,
       Vec q[Q];
       for (int r = 0; r < Q; ++r) q[r] = cpu::load<Vec>(s.q[r] + d);
       for (int g = 0; g < N; ++g) {
-        const Vec key = cpu::load<Vec>(K + (k + g) * ld + d);
+        const Vec key = load_row<Vec>(K + (k + g) * ld + d);
         for (int r = 0; r < Q; ++r) acc[r][g] += q[r] * key;
       }
     }
@@ -136,12 +157,12 @@ inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s,
         for (int g = 0; g < N; ++g) dots[r][g] = lane_sum(acc[r][g]);
     }
     for (int g = 0; g < N; ++g) {
-      const T* key = K + (k + g) * ld;
+      const S* key = K + (k + g) * ld;
       prefetch_row(key + kPrefetchRows * ld, D);
       prefetch_row(V + (k + g) * ld, D);
       for (int r = 0; r < Q; ++r) {
         T dot = dots[r][g];
-        for (int64_t d = Dv; d < D; ++d) dot += s.q[r][d] * key[d];
+        for (int64_t d = Dv; d < D; ++d) dot += s.q[r][d] * row_value<T>(key[d]);
         scores[r][k + g] = dot;
       }
     }
@@ -152,18 +173,18 @@ inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s,
 
 // acc[r][d0 .. d0 + S·W) = acc · correction[r] + Σ_k p[r][k] · value k, that slice of the
 // accumulators held in registers over all n keys.
-template <typename T, int Q, int S>
+template <typename T, int Q, int S, typename E>
 inline void chunk_values_slice(HeadState<T, Q>& s, const T (*p)[kDecodeKeyChunk],
-                               const T* correction, const T* V, int64_t ld, int64_t n, int64_t d0) {
+                               const T* correction, const E* V, int64_t ld, int64_t n, int64_t d0) {
   using Vec = typename cpu::Vec<T>::V;
   constexpr int W = cpu::Vec<T>::lanes;
   Vec acc[Q][S];
   for (int r = 0; r < Q; ++r)
     for (int j = 0; j < S; ++j) acc[r][j] = cpu::load<Vec>(s.acc[r] + d0 + j * W) * correction[r];
   for (int64_t k = 0; k < n; ++k) {
-    const T* value = V + k * ld + d0;
+    const E* value = V + k * ld + d0;
     for (int j = 0; j < S; ++j) {
-      const Vec v = cpu::load<Vec>(value + j * W);
+      const Vec v = load_row<Vec>(value + j * W);
       for (int r = 0; r < Q; ++r) acc[r][j] += p[r][k] * v;
     }
   }
@@ -172,18 +193,18 @@ inline void chunk_values_slice(HeadState<T, Q>& s, const T (*p)[kDecodeKeyChunk]
 }
 
 // chunk_values_slice over [d0, Dv) in slices of S vectors, then of S/2 on what is left, and so on.
-template <typename T, int Q, int S>
+template <typename T, int Q, int S, typename E>
 inline void values_in_slices(HeadState<T, Q>& s, const T (*p)[kDecodeKeyChunk], const T* correction,
-                             const T* V, int64_t ld, int64_t n, int64_t d0, int64_t Dv) {
+                             const E* V, int64_t ld, int64_t n, int64_t d0, int64_t Dv) {
   constexpr int W = cpu::Vec<T>::lanes;
   for (; d0 + S * W <= Dv; d0 += S * W) chunk_values_slice<T, Q, S>(s, p, correction, V, ld, n, d0);
   if constexpr (S > 1) values_in_slices<T, Q, S / 2>(s, p, correction, V, ld, n, d0, Dv);
 }
 
-// Folds n keys (rows ld apart in K and V) into the state. Query r sees the first
+// Folds n keys (rows ld apart in K and V, T or bf16) into the state. Query r sees the first
 // visible[r] keys (all n when visible is null).
-template <typename T, int Q>
-inline void absorb(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64_t n,
+template <typename T, int Q, typename S>
+inline void absorb(HeadState<T, Q>& s, const S* K, const S* V, int64_t ld, int64_t n,
                    int64_t D, const int64_t* visible) {
   alignas(64) T scores[Q][kDecodeKeyChunk];
   chunk_scores<T, Q>(scores, s, K, V, ld, n, D);
@@ -226,14 +247,14 @@ inline void absorb(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64
   for (int r = 0; r < Q; ++r)
     for (int64_t d = Dv; d < D; ++d) {
       T a = s.acc[r][d] * correction[r];
-      for (int64_t k = 0; k < n; ++k) a += scores[r][k] * V[k * ld + d];
+      for (int64_t k = 0; k < n; ++k) a += scores[r][k] * row_value<T>(V[k * ld + d]);
       s.acc[r][d] = a;
     }
 }
 
 // Folds `rows` keys, `ld` apart in K and V, in chunks.
-template <typename T, int Q>
-inline void absorb_rows(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, int64_t rows,
+template <typename T, int Q, typename S>
+inline void absorb_rows(HeadState<T, Q>& s, const S* K, const S* V, int64_t ld, int64_t rows,
                         int64_t D) {
   for (int64_t k0 = 0; k0 < rows; k0 += kDecodeKeyChunk) {
     const int64_t n = std::min(kDecodeKeyChunk, rows - k0);
@@ -241,9 +262,10 @@ inline void absorb_rows(HeadState<T, Q>& s, const T* K, const T* V, int64_t ld, 
   }
 }
 
-template <typename T, int Q>
-void decode_head(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
-                 const T* ring_k, const T* ring_v, const DecodeAttentionLayout& L, int64_t b,
+// The cache's rows are S: T, or bf16 (uint16_t); the chunk's, in qkv, are T.
+template <typename T, int Q, typename S>
+void decode_head(T* out, const T* qkv, const S* persistent_k, const S* persistent_v,
+                 const S* ring_k, const S* ring_v, const DecodeAttentionLayout& L, int64_t b,
                  int64_t h) {
   const int64_t H = L.heads, D = L.head_dim, HD = H * D, K = L.tokens;
   const int64_t token_ld = Q * 3 * HD;  // from one chunk token's row to the next one's
@@ -301,9 +323,9 @@ void decode_head(T* out, const T* qkv, const T* persistent_k, const T* persisten
 // The K·Q query rows of (b, h) as query tiles: row i is token i / Q, query i % Q, and in qkv
 // the rows lie 3·H·D apart in that order. A lane sees, of each key group, the positions
 // [key_lo, key_hi] (TileLanes); positions are cache rows, minus ring ages, or chunk tokens.
-template <typename T>
-void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
-                       const T* ring_k, const T* ring_v, const DecodeAttentionLayout& L,
+template <typename T, typename S>
+void decode_head_tiled(T* out, const T* qkv, const S* persistent_k, const S* persistent_v,
+                       const S* ring_k, const S* ring_v, const DecodeAttentionLayout& L,
                        int64_t b, int64_t h) {
   // The tile machinery by name, not `using namespace tiles`: the key step is decode's own.
   using tiles::kTile, tiles::load_queries, tiles::mask_scores, tiles::online_softmax, tiles::Store,
@@ -315,14 +337,16 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
   const int64_t end = L.persistent_end ? L.persistent_end[b] : 0;
   const int64_t ring_len = L.ring_len ? L.ring_len[b] : 0;
   const int64_t ring_next = L.ring_next ? L.ring_next[b] : ring_len;
-  const T* persistent_kb = persistent_k + (b * H + h) * L.persistent_capacity * D;
-  const T* persistent_vb = persistent_v + (b * H + h) * L.persistent_capacity * D;
+  const S* persistent_kb = persistent_k + (b * H + h) * L.persistent_capacity * D;
+  const S* persistent_vb = persistent_v + (b * H + h) * L.persistent_capacity * D;
   const int64_t r_block = (b * H + h) * L.ring_capacity * D;
   const T* rows = qkv + b * K * Q * row_ld + h * D;  // query row 0 of head h
   TileScratch<T>& scratch = tiles::thread_tile_scratch<T>();
   T* qt = scratch.qt.get(D * kTile);
   T* st = scratch.st.get(kDecodeKeyChunk * kTile);
   T* ot = scratch.ot.get(D * kTile);
+  // A chunk of bf16 cache rows, widened: [2, kDecodeKeyChunk, D] keys then values.
+  T* widened = std::is_same_v<S, T> ? nullptr : scratch.head_kv.get(2 * kDecodeKeyChunk * D);
   alignas(64) T m[kTile], l[kTile], alpha[kTile];
   alignas(64) int64_t token[kTile], query[kTile];
   TokenKeys keys[kTile];  // what each lane's token sees
@@ -343,13 +367,33 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
       keys[r] = token_keys(L, b, token[r]);
     }
     // Folds keys at positions [first, first + n) into the tile, each lane masked to its range.
-    const auto absorb_keys = [&](const T* keys, const T* values, int64_t ld, int64_t first, int64_t n) {
+    // Rows of a bf16 cache are widened a chunk at a time into T rows first.
+    const auto absorb_keys = [&]<typename E>(const E* keys, const E* values, int64_t ld,
+                                             int64_t first, int64_t n) {
       for (int64_t j0 = 0; j0 < n; j0 += kDecodeKeyChunk) {
         const int64_t c = std::min(kDecodeKeyChunk, n - j0);
-        tile_product<T, false>(st, kTile, keys + j0 * ld, ld, qt, kTile, c, kTile, D, Store::overwrite);
+        const T* k_rows = nullptr;
+        const T* v_rows = nullptr;
+        int64_t row_ld = ld;
+        if constexpr (std::is_same_v<E, T>) {
+          k_rows = keys + j0 * ld;
+          v_rows = values + j0 * ld;
+        } else {
+          T* k_wide = widened;
+          T* v_wide = widened + kDecodeKeyChunk * D;
+          for (int64_t j = 0; j < c; ++j)
+            for (int64_t d = 0; d < D; ++d) {
+              k_wide[j * D + d] = row_value<T>(keys[(j0 + j) * ld + d]);
+              v_wide[j * D + d] = row_value<T>(values[(j0 + j) * ld + d]);
+            }
+          k_rows = k_wide;
+          v_rows = v_wide;
+          row_ld = D;
+        }
+        tile_product<T, false>(st, kTile, k_rows, row_ld, qt, kTile, c, kTile, D, Store::overwrite);
         mask_scores(st, c, first + j0, nullptr, lanes);
         online_softmax(st, c, m, l, alpha);
-        tile_product<T, true>(ot, kTile, values + j0 * ld, ld, st, kTile, D, kTile, c,
+        tile_product<T, true>(ot, kTile, v_rows, row_ld, st, kTile, D, kTile, c,
                               Store::scale_columns, alpha);
       }
     };
@@ -402,9 +446,9 @@ void decode_head_tiled(T* out, const T* qkv, const T* persistent_k, const T* per
   }
 }
 
-template <typename T, int Q>
-void decode_all(T* out, const T* qkv, const T* persistent_k, const T* persistent_v, const T* ring_k,
-                const T* ring_v, const DecodeAttentionLayout& L) {
+template <typename T, int Q, typename S>
+void decode_all(T* out, const T* qkv, const S* persistent_k, const S* persistent_v, const S* ring_k,
+                const S* ring_v, const DecodeAttentionLayout& L) {
   const int64_t B = L.batch, H = L.heads;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t end = L.persistent_end ? L.persistent_end[b] : 0;
@@ -420,10 +464,26 @@ void decode_all(T* out, const T* qkv, const T* persistent_k, const T* persistent
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t task = 0; task < B * H; ++task)
     if (tiled)
-      decode_head_tiled<T>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H, task % H);
+      decode_head_tiled<T, S>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H, task % H);
     else
-      decode_head<T, Q>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H,
-                        task % H);
+      decode_head<T, Q, S>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, L, task / H,
+                           task % H);
+}
+
+// Both ops, for the cache's element type S.
+template <typename T, typename S>
+void decode_over_cache(T* out, const T* qkv, const S* persistent_k, const S* persistent_v,
+                       const S* ring_k, const S* ring_v, const DecodeAttentionLayout& layout) {
+  SPS_ASSERT(layout.batch >= 0 && layout.tokens >= 1 && layout.heads > 0 && layout.head_dim > 0);
+  SPS_ASSERT(layout.window >= 0 && (layout.persistent_stream == 0 || layout.persistent_stream == 1));
+  SPS_ASSERT(layout.head_dim <= kMaxHeadDim);
+  SPS_ASSERT(layout.persistent_capacity == 0 || (persistent_k != nullptr && persistent_v != nullptr));
+  if (layout.queries == 1) {
+    decode_all<T, 1, S>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+    return;
+  }
+  SPS_ASSERT(layout.queries == 2);
+  decode_all<T, 2, S>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
 }
 
 }  // namespace
@@ -431,21 +491,25 @@ void decode_all(T* out, const T* qkv, const T* persistent_k, const T* persistent
 template <typename T>
 void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
                       const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout) {
-  SPS_ASSERT(layout.batch >= 0 && layout.tokens >= 1 && layout.heads > 0 && layout.head_dim > 0);
-  SPS_ASSERT(layout.window >= 0 && (layout.persistent_stream == 0 || layout.persistent_stream == 1));
-  SPS_ASSERT(layout.head_dim <= kMaxHeadDim);
-  SPS_ASSERT(layout.persistent_capacity == 0 || (persistent_k != nullptr && persistent_v != nullptr));
-  if (layout.queries == 1) {
-    decode_all<T, 1>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
-    return;
-  }
-  SPS_ASSERT(layout.queries == 2);
-  decode_all<T, 2>(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+  decode_over_cache(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+}
+
+template <typename T>
+void attention_decode_bf16_cache(T* out, const T* qkv, const uint16_t* persistent_k,
+                                 const uint16_t* persistent_v, const uint16_t* ring_k,
+                                 const uint16_t* ring_v, const DecodeAttentionLayout& layout) {
+  decode_over_cache(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
 }
 
 template void attention_decode<float>(float*, const float*, const float*, const float*,
                                       const float*, const float*, const DecodeAttentionLayout&);
 template void attention_decode<double>(double*, const double*, const double*, const double*,
                                        const double*, const double*, const DecodeAttentionLayout&);
+template void attention_decode_bf16_cache<float>(float*, const float*, const uint16_t*,
+                                                 const uint16_t*, const uint16_t*, const uint16_t*,
+                                                 const DecodeAttentionLayout&);
+template void attention_decode_bf16_cache<double>(double*, const double*, const uint16_t*,
+                                                  const uint16_t*, const uint16_t*,
+                                                  const uint16_t*, const DecodeAttentionLayout&);
 
 }  // namespace sps::ops

@@ -25,6 +25,8 @@ struct CpuOpTable {
 
   auto fill(auto x, auto n, auto value) const { std::fill(x, x + n, value); }
   auto copy_rows(auto... a) const { return ops::copy_rows(a...); }
+  auto copy_rows_to_bf16(auto... a) const { return ops::copy_rows_to_bf16(a...); }
+  auto copy_bf16_rows(auto... a) const { return ops::copy_rows(a...); }
   auto linear_forward(auto... a) const {
     if constexpr (std::is_same_v<T, float>)
       if (bf16) return cpu::linear_forward_bf16(cpu::bf16_gemm_choice().path, a...);
@@ -62,6 +64,9 @@ struct CpuOpTable {
   auto attention_forward(auto... a) const { return ops::attention_forward(a...); }
   auto attention_backward(auto... a) const { return ops::attention_backward(a...); }
   auto attention_decode(auto... a) const { return ops::attention_decode(a...); }
+  auto attention_decode_bf16_cache(auto... a) const {
+    return ops::attention_decode_bf16_cache(a...);
+  }
   auto adamw_update(auto... a) const { return ops::adamw_update(a...); }
   auto sum_squares(auto... a) const { return ops::sum_squares(a...); }
 };

@@ -101,6 +101,7 @@ BackendEntry registry_entry() {
   e.device_noun = "CPU";
   e.capabilities.host_memory = true;
   e.capabilities.packed_weights = true;
+  e.capabilities.bf16_kv_cache = true;
   e.capabilities.bf16_attention = false;
   e.capabilities.lm_head_rows = 256;
   e.attention_blocks = fmt::format("tile {}, chunk {}", kAttentionQueryTile, kAttentionKeyChunk);

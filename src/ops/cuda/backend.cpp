@@ -55,6 +55,12 @@ struct CudaOpTable {
   auto attention_forward(auto... a) const { return cuda::attention_forward(a..., operands); }
   auto attention_backward(auto... a) const { return cuda::attention_backward(a..., operands); }
   auto attention_decode(auto... a) const { return cuda::attention_decode(a...); }
+  // The KV cache stays fp32 here (capabilities().bf16_kv_cache is false): never called.
+  void copy_rows_to_bf16(auto...) const { SPS_ASSERT(!"this backend keeps an fp32 KV cache"); }
+  void copy_bf16_rows(auto...) const { SPS_ASSERT(!"this backend keeps an fp32 KV cache"); }
+  void attention_decode_bf16_cache(auto...) const {
+    SPS_ASSERT(!"this backend keeps an fp32 KV cache");
+  }
   auto adamw_update(auto... a) const { return cuda::adamw_update(a...); }
   auto sum_squares(auto... a) const { return cuda::sum_squares(a...); }
 };

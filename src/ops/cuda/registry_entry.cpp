@@ -48,6 +48,7 @@ BackendEntry registry_entry() {
   e.indexed = true;
   e.capabilities.host_memory = false;
   e.capabilities.packed_weights = false;
+  e.capabilities.bf16_kv_cache = false;
   e.capabilities.bf16_attention = true;
   e.capabilities.lm_head_rows = 4096;
   e.commands = {"sps train",      "sps generate",       "sps eval",
