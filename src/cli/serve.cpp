@@ -15,6 +15,8 @@
 
 #include "cli/commands.h"
 #include "cli/model_files.h"
+#include "model/kv_cache.h"
+#include "ops/weight_type.h"
 #include "serve/server.h"
 #include "util/error.h"
 #include "util/read_file.h"
@@ -100,9 +102,12 @@ void run_serve(ServeArgs& a) {
       }
     }
   });
-  std::fprintf(stderr, "sps serve: %s model '%s', %lld rows, context %lld, on http://%s:%d\n",
+  std::fprintf(stderr,
+               "sps serve: %s model '%s', %lld rows, context %lld, %s weights, %s KV cache, on "
+               "http://%s:%d\n",
                c.family.c_str(), a.server.model_name.c_str(), (long long)s.rows,
-               (long long)s.context, a.server.host.c_str(), port);
+               (long long)s.context, ops::weight_type_name(loaded.model->weight_type()),
+               kv_type_name(loaded.model->kv_type()), a.server.host.c_str(), port);
   server.listen();
   over = true;
   watcher.join();

@@ -144,6 +144,29 @@ TEST(ServeCli, AnswersWhatGeneratePrintsAndDrainsOnSigterm) {
   }
 }
 
+// --kv-type bf16: the server says so when it starts and answers what generate prints with it.
+TEST(ServeCli, Bf16KvCacheAnswersWhatGeneratePrintsWithIt) {
+  Checkpoint ckpt("sps");
+  ServeProcess serve(ckpt.args() + " --parallel 2 --kv-type bf16", ckpt.dir);
+  ASSERT_GT(serve.port, 0) << read_whole_file(serve.err_path);
+  EXPECT_NE(read_whole_file(serve.err_path).find("f32 weights, bf16 KV cache"), std::string::npos)
+      << read_whole_file(serve.err_path);
+  std::string generated;
+  ASSERT_EQ(run_command(quote(kSps) + " generate " + ckpt.args() +
+                            " --prompt 'Tell me' --max-new-tokens 12 --kv-type bf16 --threads 1 "
+                            "2>/dev/null",
+                        &generated),
+            0);
+  httplib::Client c("127.0.0.1", serve.port);
+  c.set_read_timeout(60, 0);
+  int status = 0;
+  const json j = post_json(c, "/v1/completions",
+                           {{"prompt", "Tell me"}, {"max_tokens", 12}, {"temperature", 0}}, &status);
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_EQ(j["choices"][0]["text"].get<std::string>() + "\n", as_json_text(generated));
+  EXPECT_EQ(serve.stop(SIGTERM), 0) << read_whole_file(serve.err_path);
+}
+
 TEST(ServeCli, BadFlagsAreOneLineAndStatusTwo) {
   Checkpoint ckpt("standard");
   std::string err;
