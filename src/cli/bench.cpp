@@ -326,8 +326,7 @@ void register_generate_bench(CLI::App* bench) {
     std::vector<KvType> kv_types;
     for (const std::string& name : gen_kv_types) {
       kv_types.push_back(parse_kv_type(name, "--kv-type"));
-      if (kv_types.back() != KvType::f32 && !ops::capabilities(gen.device).bf16_kv_cache)
-        fail("--kv-type {}: the CPU backend's only; {} keeps an f32 KV cache", name, device);
+      require_kv_type(kv_types.back(), gen.device);
     }
     if (gen_paper) {
       gen.prompt_tokens = 1024;

@@ -49,9 +49,7 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra
         !can.packed_weights)
       fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",
            choice->weight_type, choice->device);
-    if (parse_kv_type(choice->kv_type, "--kv-type") != KvType::f32 && !can.bf16_kv_cache)
-      fail("--kv-type {}: the CPU backend's only; {} keeps an f32 KV cache", choice->kv_type,
-           choice->device);
+    require_kv_type(parse_kv_type(choice->kv_type, "--kv-type"), device);
   });
   return *choice;
 }

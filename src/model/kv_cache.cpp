@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/backend_registry.h"
 #include "util/error.h"
 
 namespace sps {
@@ -13,6 +14,11 @@ KvType parse_kv_type(const std::string& name, const std::string& what) {
 }
 
 const char* kv_type_name(KvType type) { return type == KvType::bf16 ? "bf16" : "f32"; }
+
+void require_kv_type(KvType type, const ops::Device& device) {
+  if (type != KvType::f32 && !ops::capabilities(device).bf16_kv_cache)
+    fail("--kv-type {}: the {} backend keeps an f32 KV cache", kv_type_name(type), device.name());
+}
 
 template <typename T>
 void KvCache<T>::allocate(const KvCacheShape& shape) {

@@ -31,6 +31,8 @@ enum class KvType { f32, bf16 };
 // "f32" or "bf16"; anything else is a UserError naming `what`.
 KvType parse_kv_type(const std::string& name, const std::string& what);
 const char* kv_type_name(KvType type);
+// A UserError (--kv-type) where `device`'s backend cannot hold a cache of `type`.
+void require_kv_type(KvType type, const ops::Device& device);
 
 struct KvCacheShape {
   KvType type = KvType::f32;

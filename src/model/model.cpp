@@ -92,9 +92,7 @@ void Model<T>::pack_projections(ops::WeightType type, const WeightReader& read) 
 
 template <typename T>
 void Model<T>::set_kv_type(KvType type) {
-  if (type != KvType::f32 && !ops::capabilities(backend_.device()).bf16_kv_cache)
-    fail("--kv-type {}: the {} backend keeps an f32 KV cache", kv_type_name(type),
-         backend_.device().name());
+  require_kv_type(type, backend_.device());
   kv_type_ = type;
 }
 
