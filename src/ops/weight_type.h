@@ -2,8 +2,14 @@
 // How a model's projection weights are stored for inference (--weight-type): f32 as trained,
 // bf16 (half the bytes), or int8 (symmetric blocks of kQ8Block along in_dim with one fp16
 // scale each: GGUF's Q8_0, ~1.06 bytes per weight). Every other tensor stays fp32.
-// - bf16: a weight is widened to the exact fp32 value it stands for before it is multiplied,
-//   so a result equals fp32 arithmetic on the rounded weights.
+// - bf16: the linear's input rows are rounded to bf16 too (nearest, ties to even), as
+//   llama.cpp's BF16 products and AVX512-BF16's vdpbf16ps take them. Each product of two
+//   bf16 values is exact in fp32; an output is the chain over the pairs of in_dim, sum ←
+//   fma(x[2p + 1], w[2p + 1], sum) then sum ← fma(x[2p], w[2p], sum), p in order (a zero pair
+//   element after an odd in_dim), from 0 (or the old value when accumulating): vdpbf16ps's
+//   arithmetic, which the builds without it compute with fused multiply-adds. (vdpbf16ps
+//   flushes subnormal inputs and sums to zero; nothing else differs.) The embedding reads
+//   the rounded weights.
 // - int8: the linear's input rows are quantized too, as llama.cpp's Q8_0 × Q8_0 products do,
 //   so that blocks multiply as integers: each row's block b of kQ8Block values x gets the
 //   scale a_b = max|x| / 127 (fp32) and the integers round(x / a_b) (half away from zero; all

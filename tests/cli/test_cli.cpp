@@ -130,5 +130,25 @@ TEST(SpsCli, BenchLinearTimesEachWeightTypeAndRowCount) {
   EXPECT_NE(out.find("int4"), std::string::npos) << out;
 }
 
+// SPS_PACKED_LINEAR pins the build of the packed linear the process runs (the start-up timing
+// chooses otherwise): `baseline` runs everywhere; a name this binary or CPU lacks is refused
+// in one line naming the variable and what it may be.
+TEST(SpsCli, PackedLinearVariableChoosesTheBuild) {
+  std::string out;
+  ASSERT_EQ(run_command("SPS_PACKED_LINEAR=baseline " + kSps + " --version 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("; packed linear: baseline build,"), std::string::npos) << out;
+  ASSERT_EQ(run_command("SPS_PACKED_LINEAR=baseline " + kSps +
+                            " bench linear --layers 1 --rows 16 --repeats 1 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("; packed linear: baseline build,"), std::string::npos) << out;
+  EXPECT_EQ(run_command("SPS_PACKED_LINEAR=avx9000 " + kSps + " --version 2>&1", &out), 2);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("SPS_PACKED_LINEAR: expected a build"), std::string::npos) << out;
+  EXPECT_NE(out.find("(baseline"), std::string::npos) << out;
+  EXPECT_NE(out.find("'avx9000'"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace sps::testing

@@ -1,15 +1,15 @@
 // The inference linears against linear_forward (BLAS), for every row count, with dimension
 // tails and accumulation: linear_decode_forward on the row layout, and linear_packed_forward
 // over pack_weight_rows' layout (with in_dim past one chunk of a panel too), whose result for
-// a row is moreover bit for bit the same whatever rows are computed beside it. In bf16 the
-// packed kernel equals, bit for bit, the f32 kernel on the weights rounded by an independent
-// reference; in int8 it equals, bit for bit, the definition of ops/weight_type.h computed
+// a row is moreover bit for bit the same whatever rows are computed beside it. In bf16 and in
+// int8 the packed kernel equals, bit for bit, the definition of ops/weight_type.h computed
 // here apart from the library; and the embedding gathered from a table in each layout is the
 // table's (rounded) rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "float_reference.h"
@@ -119,22 +119,41 @@ TEST(LinearInference, EqualsLinearForEveryRowCount) {
   check<float>(300, 256, 768, 1e-5); // a prefill's rows
 }
 
-// bf16 weights: the packed kernel's result is the f32 kernel's on the reference's rounded
-// weights, bit for bit (the widened weights are exact, the chains the same), for row counts
-// of every micro-kernel, in_dim past the chunks of every type, narrow last panels; and close
-// to BLAS on the rounded weights.
+// bf16 weights, by the definition of ops/weight_type.h computed here: inputs and weights
+// rounded by the independent reference, each output the chain over the pairs of in_dim,
+// x[2p + 1]·w[2p + 1] then x[2p]·w[2p], one fused multiply-add each (a zero pair element after
+// an odd in_dim), bit for bit, for row counts of every micro-kernel, in_dim past the chunks of
+// few and many rows, odd in_dim, narrow last panels; and close to BLAS on the rounded values.
 template <typename T>
-void check_rounded(int64_t rows, int64_t in_dim, int64_t out_dim) {
+std::vector<T> reference_bf16_linear(const LinearCase<T>& c, bool accumulate) {
+  const int64_t K = c.in_dim;
+  const std::vector<T> x = reference_weights(c.in, K, WeightType::bf16),
+                       w = reference_weights(c.weight, K, WeightType::bf16);
+  std::vector<T> out = c.start;
+  for (int64_t m = 0; m < c.rows; ++m)
+    for (int64_t n = 0; n < c.out_dim; ++n) {
+      T sum = accumulate ? out[m * c.out_dim + n] : T(0);
+      for (int64_t k = 0; k < K; k += 2) {
+        const bool odd = k + 1 < K;
+        sum = std::fma(odd ? x[m * K + k + 1] : T(0), odd ? w[n * K + k + 1] : T(0), sum);
+        sum = std::fma(x[m * K + k], w[n * K + k], sum);
+      }
+      out[m * c.out_dim + n] = sum;
+    }
+  return out;
+}
+
+template <typename T>
+void check_bf16(int64_t rows, int64_t in_dim, int64_t out_dim) {
   const LinearCase<T> c(rows, in_dim, out_dim);
   const WeightType type = WeightType::bf16;
   const std::vector<uint8_t> packed = pack(c.weight, in_dim, out_dim, type);
-  const std::vector<T> rounded = reference_weights(c.weight, in_dim, type);
-  const std::vector<uint8_t> rounded_packed = pack(rounded, in_dim, out_dim, WeightType::f32);
   LinearCase<T> on_rounded = c;
-  on_rounded.weight = rounded;
+  on_rounded.in = reference_weights(c.in, in_dim, type);
+  on_rounded.weight = reference_weights(c.weight, in_dim, type);
   for (bool accumulate : {false, true}) {
     const std::vector<T> got = c.packed_forward(packed, type, accumulate);
-    const std::vector<T> expected = c.packed_forward(rounded_packed, WeightType::f32, accumulate);
+    const std::vector<T> expected = reference_bf16_linear(c, accumulate);
     EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), sizeof(T) * got.size()))
         << ops::weight_type_name(type) << ": rows " << rows << " in " << in_dim << " out "
         << out_dim << " acc " << accumulate;
@@ -143,16 +162,51 @@ void check_rounded(int64_t rows, int64_t in_dim, int64_t out_dim) {
   }
 }
 
-TEST(LinearInference, Bf16EqualsF32OnTheRoundedWeights) {
+TEST(LinearInference, Bf16IsItsDefinition) {
   for (int64_t rows = 1; rows <= 9; ++rows) {
-    check_rounded<float>(rows, 64, 80);
-    check_rounded<float>(rows, 45, 19);  // a partial block of 13; a narrow panel
-    check_rounded<double>(rows, 70, 21);
+    check_bf16<float>(rows, 64, 80);
+    check_bf16<float>(rows, 45, 19);  // odd in_dim; a narrow panel
+    check_bf16<double>(rows, 70, 21);
   }
-  check_rounded<float>(2, 1100, 48);   // past the 4 KB chunks of every type at few rows
-  check_rounded<float>(20, 1100, 32);  // and past the 16 KB ones (widened chunks of many rows)
-  check_rounded<double>(17, 300, 21);  // the same in double, a narrow panel
-  check_rounded<float>(8, 768, 1031);  // in parallel
+  check_bf16<float>(2, 1100, 48);   // past the 4 KB chunks at few rows
+  check_bf16<float>(20, 1100, 32);  // and past the 16 KB ones of many rows
+  check_bf16<float>(19, 301, 40);   // many rows, odd in_dim
+  check_bf16<double>(17, 300, 21);  // the same in double, a narrow panel
+  check_bf16<float>(8, 768, 1031);  // in parallel
+}
+
+// The input rows are rounded as the reference rounds (ties to even, past the largest finite to
+// infinity), in the vector lanes and in the scalar tail: through identity weights each output
+// is its rounded input, and a row holding a NaN is NaN throughout, one holding an infinity, or
+// a value that rounds to one, that infinity where its identity weight is and NaN elsewhere
+// (∞ · 0); the rows beside them untouched.
+TEST(LinearInference, Bf16RoundsEachInputAsTheReference) {
+  for (const int64_t K : {40, 41}) {
+    std::vector<float> weight(K * K, 0.0f), in(4 * K);
+    for (int64_t k = 0; k < K; ++k) weight[k * K + k] = 1.0f;
+    const std::vector<double> values = random_vector(K, 7);
+    const float ulp = 1.0f / 128, ties[] = {1 + ulp / 2, 1 + 3 * ulp / 2, -(1 + ulp / 2),
+                                            -(2 + 3 * ulp), 0.0f, -0.0f, 1e-3f * (1 + ulp / 2)};
+    for (int64_t k = 0; k < K; ++k) {
+      in[k] = k < 7 ? ties[k] : float(values[k]);
+      in[K + k] = in[2 * K + k] = in[3 * K + k] = float(values[k]);
+    }
+    in[K + K - 1] = std::nanf("");
+    in[2 * K + 3] = -INFINITY;
+    in[3 * K + 33] = std::numeric_limits<float>::max();  // rounds to infinity (the tail)
+    std::vector<float> out(4 * K);
+    const std::vector<uint8_t> packed = pack(weight, K, K, WeightType::bf16);
+    ops::linear_packed_forward(out.data(), in.data(), packed.data(), WeightType::bf16, 4, K, K,
+                               false);
+    for (int64_t k = 0; k < K; ++k) {
+      EXPECT_EQ(out[k], float(reference_bf16(in[k]))) << "K " << K << " input " << k;
+      for (int64_t m = 1; m < 4; ++m) {
+        const float expected = m == 2 && k == 3 ? -INFINITY : m == 3 && k == 33 ? INFINITY : NAN;
+        EXPECT_TRUE(std::isnan(expected) ? std::isnan(out[m * K + k]) : out[m * K + k] == expected)
+            << "K " << K << " row " << m << " output " << k << ": " << out[m * K + k];
+      }
+    }
+  }
 }
 
 // Half away from zero, as Q8_0 rounds.
@@ -344,23 +398,29 @@ TEST(LinearInference, EmbeddingFromAPackedTableEqualsTheTable) {
 }
 
 // Every build of the packed linear this CPU runs (linear_packed.h: the build's own, and the
-// AVX-512 one of a portable x86 build on an AVX-512 CPU) gives the baseline's bits, each with
-// its own panels, in every weight type; where only one runs the test says why.
+// AVX-512, VNNI and BF16 ones of a portable x86 build on a CPU that has those) gives the
+// baseline's bits, each with its own panels, in every weight type, for a decode's few rows and
+// a prefill's many; where only one runs the test says why.
 TEST(LinearInference, EveryRunnableVariantGivesTheSameBits) {
   const auto variants = ops::runnable_packed_linear_variants<float>();
   ASSERT_EQ(std::string(variants.front()->variant), "baseline");
-  const LinearCase<float> c(7, 300, 16 * 5 + 3);
-  for (const WeightType type : kTypes) {
-    std::vector<std::vector<float>> outputs;
-    for (const ops::PackedLinearKernels<float>* k : variants) {
-      std::vector<uint8_t> packed(k->weight_bytes(type, c.in_dim, c.out_dim));
-      k->pack_weight_rows(type, packed.data(), c.weight.data(), 0, c.out_dim, c.in_dim, c.out_dim, "w");
-      outputs.push_back(c.start);
-      k->forward(outputs.back().data(), c.in.data(), packed.data(), type, c.rows, c.in_dim, c.out_dim, true);
+  for (const int64_t rows : {7, 40}) {
+    for (const WeightType type : kTypes) {
+      const LinearCase<float> c(rows, 300, 16 * 5 + 3);
+      std::vector<std::vector<float>> outputs;
+      for (const ops::PackedLinearKernels<float>* k : variants) {
+        std::vector<uint8_t> packed(k->weight_bytes(type, c.in_dim, c.out_dim));
+        k->pack_weight_rows(type, packed.data(), c.weight.data(), 0, c.out_dim, c.in_dim,
+                            c.out_dim, "w");
+        outputs.push_back(c.start);
+        k->forward(outputs.back().data(), c.in.data(), packed.data(), type, c.rows, c.in_dim,
+                   c.out_dim, true);
+      }
+      for (size_t i = 1; i < outputs.size(); ++i)
+        EXPECT_EQ(0, std::memcmp(outputs[i].data(), outputs[0].data(),
+                                 sizeof(float) * outputs[0].size()))
+            << variants[i]->variant << ", " << ops::weight_type_name(type) << ", rows " << rows;
     }
-    for (size_t i = 1; i < outputs.size(); ++i)
-      EXPECT_EQ(0, std::memcmp(outputs[i].data(), outputs[0].data(), sizeof(float) * outputs[0].size()))
-          << variants[i]->variant << ", " << ops::weight_type_name(type);
   }
   if (variants.size() == 1)
     GTEST_SKIP() << "only the baseline build runs here (no AVX-512 build in this binary, or no "

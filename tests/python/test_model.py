@@ -167,14 +167,16 @@ def round_to_bf16(a):
     return bits.astype(np.uint32).view(np.float32)
 
 
-def test_bf16_weights_are_the_f32_model_on_rounded_projections(world, sps_model):
+def test_bf16_weights_are_near_the_f32_model_on_rounded_projections(world, sps_model):
     # weights="bf16" holds the projection matrices (every 2-D tensor: the blocks' four and the
-    # tied table) rounded to bf16 and computes in fp32: the f32 model on those rounded weights.
+    # tied table) rounded to bf16, and rounds each projection's input rows as well, summing in
+    # fp32: near the f32 model on those rounded weights, but not the same.
     state = sps_model.state_dict()
     rounded = {k: round_to_bf16(v) if v.ndim == 2 else v for k, v in state.items()}
     want = sps.from_state_dict(rounded, sps_model).logits(np.arange(40, 56))
     got = sps.load(world.runs["sps"], weights="bf16").logits(np.arange(40, 56))
-    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(got, want)
+    np.testing.assert_allclose(got, want, atol=0.05)
     int8 = sps.load(world.runs["sps"], weights="int8").logits(np.arange(40, 56))
     assert not np.array_equal(int8, want)
     # int8 quantizes each linear's input rows too: the logits move by a few hundredths.

@@ -1,13 +1,15 @@
 #pragma once
 // The packed linear's kernels (linear_packed.cpp) as one table per build variant. A portable
-// x86 build compiles linear_packed.cpp four times: for its own target (namespace `baseline`),
+// x86 build compiles linear_packed.cpp five times: for its own target (namespace `baseline`),
 // for AVX-512 (namespace `avx512`, CMake's sps_ops_cpu_avx512), for AVX-512 with VNNI
-// (`avx512vnni`) and for AVX2 with AVX-VNNI (`avx2vnni`: Intel's client CPUs without
-// AVX-512); the VNNI builds are the others' kernels with int8 blocks multiplied by vpdpbusd
-// (cpu::kUnsignedDot4). Each has its own vector width and panel width; the process runs one
+// (`avx512vnni`), for AVX-512 with VNNI and BF16 (`avx512bf16`: Zen 4 and later, Intel since
+// Cooper Lake) and for AVX2 with AVX-VNNI (`avx2vnni`: Intel's client CPUs without AVX-512);
+// the VNNI builds are the others' kernels with int8 blocks multiplied by vpdpbusd
+// (cpu::kUnsignedDot4), the BF16 one multiplies bf16 pairs by vdpbf16ps
+// (linear_packed_bf16.h). Each has its own vector width and panel width; the process runs one
 // of them, chosen once by timing (linear_packed_dispatch.cpp). All give the same bits (every
-// output is the same chain of fused multiply-adds over the same exact integers), so the
-// choice changes speed only. Nothing else is compiled for AVX-512 or VNNI, and a variant's
+// output is the same chain of fused multiply-adds over the same exact products; vdpbf16ps
+// differs only where it flushes a subnormal to zero), so the choice changes speed only. Nothing else is compiled for AVX-512 or VNNI, and a variant's
 // object defines no symbol outside its namespace (CpuTargets.*VariantKeepsToItsNamespace), so
 // no such code can be linked into a function a plain AVX2 CPU runs.
 #include <cstdint>
@@ -28,7 +30,7 @@ namespace sps::ops {
 // linear_packed_forward and embedding_packed_forward, in one variant.
 template <typename T>
 struct PackedLinearKernels {
-  const char* variant;  // "baseline", "avx512", "avx512vnni" or "avx2vnni"
+  const char* variant;  // "baseline", "avx512", "avx512vnni", "avx512bf16" or "avx2vnni"
   int vector_bytes;     // the width of its vectors
   int64_t (*panel_rows)();
   int64_t (*weight_bytes)(WeightType type, int64_t in_dim, int64_t out_dim);
@@ -53,6 +55,10 @@ namespace avx512vnni {
 template <typename T>
 const PackedLinearKernels<T>& packed_linear_kernels();
 }
+namespace avx512bf16 {
+template <typename T>
+const PackedLinearKernels<T>& packed_linear_kernels();
+}
 namespace avx2vnni {
 template <typename T>
 const PackedLinearKernels<T>& packed_linear_kernels();
@@ -62,8 +68,8 @@ const PackedLinearKernels<T>& packed_linear_kernels();
 template <typename T>
 std::vector<const PackedLinearKernels<T>*> runnable_packed_linear_variants();
 
-// The variant this process runs: the fastest of the runnable ones on a small multiply in f32
-// and in int8 weights, timed once at the first call.
+// The variant this process runs: the fastest of the runnable ones on a small multiply in f32,
+// bf16 and int8 weights, timed once at the first call.
 template <typename T>
 const PackedLinearKernels<T>& packed_linear();
 

@@ -1,11 +1,16 @@
 // ops.h's packed linear over the variant this process runs (linear_packed.h): the build's own
-// kernels, or their AVX-512 and VNNI builds where the CPU has those and one measured faster.
+// kernels, or their AVX-512, VNNI and BF16 builds where the CPU has those and one measured
+// faster, or the one SPS_PACKED_LINEAR names.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "ops/cpu/linear_packed.h"
 #include "ops/ops.h"
+#include "util/error.h"
 #include "util/process_stats.h"
 
 namespace sps::ops {
@@ -18,6 +23,7 @@ bool cpu_has_avx512() {
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
 bool cpu_has_avx512_vnni() { return cpu_has_avx512() && __builtin_cpu_supports("avx512vnni"); }
+bool cpu_has_avx512_bf16() { return cpu_has_avx512_vnni() && __builtin_cpu_supports("avx512bf16"); }
 bool cpu_has_avx_vnni() {  // (with the AVX2 this binary needs anyway)
   __builtin_cpu_init();
   return __builtin_cpu_supports("avxvnni");
@@ -49,16 +55,18 @@ struct TimingMultiply {
   }
 };
 
-// The variant that multiplies fastest in f32 and int8 weights together (the variants with and
-// without VNNI differ only in int8): each variant's shortest time over rounds that take the
-// variants in turn, so that a burst of other work slows them alike, and on this thread alone
-// (a region of one thread runs the kernels' own parallel loops inline, so no late wake-up of
-// another thread is timed).
+// The variant that multiplies fastest in f32, bf16 and int8 weights together (the variants with
+// and without VNNI differ only in int8, with and without BF16 only in bf16): each variant's
+// shortest time over rounds that take the variants in turn, so that a burst of other work slows
+// them alike, and on this thread alone (a region of one thread runs the kernels' own parallel
+// loops inline, so no late wake-up of another thread is timed).
 template <typename T>
 const PackedLinearKernels<T>* fastest(const std::vector<const PackedLinearKernels<T>*>& variants) {
   std::vector<WeightType> types{WeightType::f32};
-  if constexpr (std::is_same_v<T, float>)  // (double's int8 is the same scalar chain in each)
+  if constexpr (std::is_same_v<T, float>) {  // (double's are the same scalar chains in each)
+    types.push_back(WeightType::bf16);
     types.push_back(WeightType::int8);
+  }
   std::vector<TimingMultiply<T>> multiplies;
   for (const PackedLinearKernels<T>* k : variants)
     for (const WeightType type : types) multiplies.emplace_back(*k, type);
@@ -80,15 +88,32 @@ std::vector<const PackedLinearKernels<T>*> runnable_packed_linear_variants() {
 #if SPS_KERNEL_VARIANTS
   if (cpu_has_avx512()) variants.push_back(&avx512::packed_linear_kernels<T>());
   if (cpu_has_avx512_vnni()) variants.push_back(&avx512vnni::packed_linear_kernels<T>());
+  if (cpu_has_avx512_bf16()) variants.push_back(&avx512bf16::packed_linear_kernels<T>());
   if (cpu_has_avx_vnni()) variants.push_back(&avx2vnni::packed_linear_kernels<T>());
 #endif
   return variants;
+}
+
+// The variant named by SPS_PACKED_LINEAR, where it is set: to time or test one build against
+// another on one machine (all give the same numbers). Null when unset.
+template <typename T>
+const PackedLinearKernels<T>* pinned(const std::vector<const PackedLinearKernels<T>*>& variants) {
+  const char* name = std::getenv("SPS_PACKED_LINEAR");
+  if (!name || !*name) return nullptr;
+  std::string names;
+  for (const PackedLinearKernels<T>* k : variants) {
+    if (k->variant == std::string_view(name)) return k;
+    names += (names.empty() ? "" : ", ") + std::string(k->variant);
+  }
+  throw UserError("SPS_PACKED_LINEAR: expected a build of the packed linear that this binary has "
+                  "and this CPU runs (" + names + "), got '" + name + "'");
 }
 
 template <typename T>
 const PackedLinearKernels<T>& packed_linear() {
   static const PackedLinearKernels<T>* const chosen = [] {
     const std::vector<const PackedLinearKernels<T>*> variants = runnable_packed_linear_variants<T>();
+    if (const PackedLinearKernels<T>* k = pinned(variants)) return k;
     return variants.size() > 1 ? fastest(variants) : variants.front();
   }();
   return *chosen;
