@@ -250,20 +250,21 @@ int64_t row_block(int64_t ld_in) {
 }
 
 // out[m, c] for the `width` columns of the panel at `panel`: each output's chain in scalars
-// (the last, narrower panel; every bf16 panel in double).
+// (the last, narrower panel; every bf16 panel in double), from `in`, or for bf16 from its
+// rounded rows.
 template <typename T, WeightType W>
-void scalar_panel(T* out, int64_t N, const T* in, const Bf16Rows<T>& rounded, int64_t rows,
+void scalar_panel(T* out, int64_t N, const T* in, const Bf16Rows<T>* rounded, int64_t rows,
                   int64_t K, const uint8_t* panel, int64_t width, bool accumulate) {
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t c = 0; c < width; ++c) {
       T sum = accumulate ? out[m * N + c] : T(0);
       if constexpr (W == WeightType::bf16) {
-        for (int64_t p = 0; p < rounded.count; ++p) {
+        for (int64_t p = 0; p < rounded->count; ++p) {
           // (an odd K's last pair holds zeros for step K)
           const T w_odd = weight_at<T, W>(panel, 2 * p + 1, c, width),
                   w_even = weight_at<T, W>(panel, 2 * p, c, width);
-          sum = cpu::fused_multiply_add(rounded.odd(m, p), w_odd, sum);
-          sum = cpu::fused_multiply_add(rounded.even(m, p), w_even, sum);
+          sum = cpu::fused_multiply_add(rounded->odd(m, p), w_odd, sum);
+          sum = cpu::fused_multiply_add(rounded->even(m, p), w_even, sum);
         }
       } else {
         for (int64_t k = 0; k < K; ++k)
@@ -307,10 +308,11 @@ void packed_forward(T* out, const T* in, const uint8_t* packed, int64_t rows, in
   constexpr int64_t P = kPanelWidth<T>;
   const int64_t full = N / P, stride = panel_bytes<T, W>(K, P);
   const bool parallel = rows * N * K >= 16 * cpu::kParallelThreshold;
-  thread_local Bf16Rows<T> buffer;
-  const Bf16Rows<T>& rounded = buffer;  // the calling thread's, named so inside the regions
+  const Bf16Rows<T>* rounded = nullptr;
   if constexpr (W == WeightType::bf16) {
+    thread_local Bf16Rows<T> buffer;
     round_rows_to_pairs(in, rows, K, buffer);
+    rounded = &buffer;  // the calling thread's, named so inside the regions
     if constexpr (kBf16PairDot<T>)
       full_panels<T, W>(out, N, buffer.pairs.data(), rows, buffer.stride(), buffer.count, packed,
                         full, stride, accumulate, parallel);
