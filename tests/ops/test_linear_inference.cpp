@@ -281,7 +281,7 @@ void check_int8(int64_t rows, int64_t in_dim, int64_t out_dim) {
 }
 
 TEST(LinearInference, Int8IsItsDefinition) {
-  for (int64_t rows = 1; rows <= 9; ++rows) {
+  for (int64_t rows = 1; rows <= 13; ++rows) {  // every pass size, and two or three passes
     check_int8<float>(rows, 64, 80);
     check_int8<float>(rows, 45, 19);  // a partial block of 13; a narrow panel
     check_int8<double>(rows, 70, 21);
@@ -425,6 +425,19 @@ TEST(LinearInference, EveryRunnableVariantGivesTheSameBits) {
   if (variants.size() == 1)
     GTEST_SKIP() << "only the baseline build runs here (no AVX-512 build in this binary, or no "
                     "AVX-512F/BW/DQ/VL on this CPU)";
+}
+
+// The process runs, of the runnable builds of its vector width, the last: the one whose extra
+// instructions (VNNI, BF16) do the int8 and bf16 work in fewer steps; only widths are timed.
+TEST(LinearInference, TheChosenVariantIsTheMostCapableOfItsWidth) {
+  const auto variants = ops::runnable_packed_linear_variants<float>();
+  const ops::PackedLinearKernels<float>& chosen = ops::packed_linear<float>();
+  const auto at = std::find(variants.begin(), variants.end(), &chosen);
+  ASSERT_NE(at, variants.end());
+  for (auto later = at + 1; later != variants.end(); ++later)
+    EXPECT_NE((*later)->vector_bytes, chosen.vector_bytes)
+        << chosen.variant << " was chosen over " << (*later)->variant;
+  if (variants.size() == 1) GTEST_SKIP() << "only the baseline build runs here";
 }
 
 // A block whose values reach beyond what an fp16 scale times 127 holds is refused by name.

@@ -51,9 +51,11 @@ inline Vi add_dot4(Vi acc, const int8_t* w, const int8_t* a) {
 
 // AVX512-VNNI (and AVX-VNNI at 32 bytes) multiplies unsigned by signed bytes and sums each
 // lane's four products into its int32 in one instruction (vpdpbusd; no saturation, and the
-// sums here stay far below 2³¹). The kernels hand it each activation plus 128 (its sign bit
-// flipped, 1 … 255) and subtract 128 · Σ w, computed once per block for all rows by the same
-// instruction: the same exact integers as add_dot4 in a third of its instructions.
+// sums here stay far below 2³¹). Its signed operand may be a broadcast from memory, so the
+// activations take that side and the weights the unsigned one: each weight with its sign bit
+// flipped (w + 128, 1 … 255; once per vector of weights, for every row), and the kernels
+// subtract 128 · Σ a, the row's block sum (computed when the row is quantized). The same exact
+// integers as add_dot4, in one instruction per four steps of a row.
 template <typename Vi = Int32Vec>
 inline constexpr bool kUnsignedDot4 =
 #if defined(__AVX512VNNI__)
@@ -64,21 +66,28 @@ inline constexpr bool kUnsignedDot4 =
 #endif
     false;
 
-// acc[c] + Σ_{j<4} w[4c + j] · u[j] for every lane c, u the four unsigned bytes of u4
-// (kUnsignedDot4 builds only).
+// Four signed weights per lane as unsigned bytes: w + 128.
 template <typename Vi = Int32Vec>
-inline Vi add_unsigned_dot4(Vi acc, const int8_t* w, uint32_t u4) {
+inline Vi unsigned_weights(const int8_t* w) {
+  return load<Vi>(w) ^ int32_t(0x80808080u);
+}
+
+// acc[c] + Σ_{j<4} u[4c + j] · a[j] for every lane c, u from unsigned_weights and a four
+// signed bytes (kUnsignedDot4 builds only).
+template <typename Vi = Int32Vec>
+inline Vi add_unsigned_dot4(Vi acc, Vi u, const int8_t* a) {
   static_assert(kUnsignedDot4<Vi>);
+  int32_t a4;
+  std::memcpy(&a4, a, 4);
 #if defined(__AVX512VNNI__)
   if constexpr (sizeof(Vi) == 64)
-    return std::bit_cast<Vi>(_mm512_dpbusd_epi32(
-        std::bit_cast<__m512i>(acc), _mm512_set1_epi32(int32_t(u4)), _mm512_loadu_si512(w)));
+    return std::bit_cast<Vi>(_mm512_dpbusd_epi32(std::bit_cast<__m512i>(acc),
+                                                 std::bit_cast<__m512i>(u), _mm512_set1_epi32(a4)));
 #endif
 #if defined(__AVXVNNI__)
   if constexpr (sizeof(Vi) == 32)
-    return std::bit_cast<Vi>(
-        _mm256_dpbusd_avx_epi32(std::bit_cast<__m256i>(acc), _mm256_set1_epi32(int32_t(u4)),
-                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))));
+    return std::bit_cast<Vi>(_mm256_dpbusd_avx_epi32(
+        std::bit_cast<__m256i>(acc), std::bit_cast<__m256i>(u), _mm256_set1_epi32(a4)));
 #endif
   return acc;
 }

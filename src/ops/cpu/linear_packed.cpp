@@ -149,15 +149,22 @@ inline void micro_kernel(T* out, int64_t ld_out, const InputOf<T, W>* in, int64_
     for (int v = 0; v < NV; ++v) store(out + m * ld_out + (v / 2) * P + (v % 2) * L, acc[m][v]);
 }
 
-// All `rows` rows against NP full panels for k in [k0, k1): blocks of 6 rows (12 sums in
-// registers with two vectors per panel; 4 for 7 or 8 rows left), each block one pass over the
-// chunk. With two panels (few rows) the rows go in one block.
+// Rows per block of the micro-kernel: two vectors of sums per row in registers, 12 of AVX2's
+// 16 vectors, 16 of AVX-512's 32 (a decode step of 4 interleaved sequences has 8 rows).
+template <typename T>
+constexpr int kMaxBlockRows = Vec<T>::lanes >= 16 ? 8 : 6;
+
+// All `rows` rows against NP full panels for k in [k0, k1): blocks of kMaxBlockRows rows (with
+// 6, 4 for 7 or 8 rows left), each block one pass over the chunk. With two panels (few rows)
+// the rows go in one block.
 template <typename T, WeightType W, int NP, int64_t kSteps>
 void rows_chunk(T* out, int64_t N, const InputOf<T, W>* in, int64_t rows, int64_t ld_in,
                 const uint8_t* p, int64_t panel_stride, bool from_out, int64_t k0, int64_t k1) {
   SPS_ASSERT(NP == 1 || rows <= 3);
   const auto block_rows = [&](int64_t left) {
-    return NP == 2 ? left : left == 7 || left == 8 ? 4 : std::min<int64_t>(left, 6);
+    if (NP == 2) return left;
+    if (kMaxBlockRows<T> == 6 && (left == 7 || left == 8)) return int64_t(4);
+    return std::min<int64_t>(left, kMaxBlockRows<T>);
   };
   int passes = 0;
   for (int64_t m = 0; m < rows; m += block_rows(rows - m)) ++passes;
@@ -176,6 +183,8 @@ void rows_chunk(T* out, int64_t N, const InputOf<T, W>* in, int64_t rows, int64_
       case 4: SPS_MICRO_KERNEL(4, 1); break;
       case 5: SPS_MICRO_KERNEL(5, 1); break;
       case 6: SPS_MICRO_KERNEL(6, 1); break;
+      case 7: SPS_MICRO_KERNEL(std::min(7, kMaxBlockRows<T>), 1); break;
+      case 8: SPS_MICRO_KERNEL(kMaxBlockRows<T>, 1); break;
     }
 #undef SPS_MICRO_KERNEL
     m += block;

@@ -7,7 +7,8 @@
 // the VNNI builds are the others' kernels with int8 blocks multiplied by vpdpbusd
 // (cpu::kUnsignedDot4), the BF16 one multiplies bf16 pairs by vdpbf16ps
 // (linear_packed_bf16.h). Each has its own vector width and panel width; the process runs one
-// of them, chosen once by timing (linear_packed_dispatch.cpp). All give the same bits (every
+// of them: the most capable of each width, the widths chosen between once by timing
+// (linear_packed_dispatch.cpp). All give the same bits (every
 // output is the same chain of fused multiply-adds over the same exact products; vdpbf16ps
 // differs only where it flushes a subnormal to zero), so the choice changes speed only. Nothing else is compiled for AVX-512 or VNNI, and a variant's
 // object defines no symbol outside its namespace (CpuTargets.*VariantKeepsToItsNamespace), so
@@ -68,8 +69,9 @@ const PackedLinearKernels<T>& packed_linear_kernels();
 template <typename T>
 std::vector<const PackedLinearKernels<T>*> runnable_packed_linear_variants();
 
-// The variant this process runs: the fastest of the runnable ones on a small multiply in f32,
-// bf16 and int8 weights, timed once at the first call.
+// The variant this process runs: of the runnable ones, the last of each vector width, and of
+// those the fastest on a small multiply in f32, bf16 and int8 weights, timed once at the first
+// call.
 template <typename T>
 const PackedLinearKernels<T>& packed_linear();
 

@@ -68,12 +68,14 @@ void q8_pack_panel(uint8_t* panel, const T* rows, int64_t K, int64_t width,
 }
 
 // Every row of `in` [rows, K] quantized block by block (ops/weight_type.h): q [rows, blocks ·
-// kQ8Block], zero-padded, and the scales [rows, blocks]; a block holding a NaN or an infinity
-// gets the scale NaN, so that its row's outputs are NaN.
+// kQ8Block], zero-padded, the scales [rows, blocks] and the integers' sums [rows, blocks]
+// (for cpu::kUnsignedDot4); a block holding a NaN or an infinity gets the scale NaN, so that
+// its row's outputs are NaN.
 template <typename T>
 struct QuantizedRows {
   std::vector<int8_t> q;
   std::vector<T> scale;
+  std::vector<int32_t> sums;
   int64_t blocks = 0;
   const int8_t* row(int64_t m) const { return q.data() + m * blocks * kQ8Block; }
 };
@@ -145,6 +147,7 @@ void quantize_rows(const T* in, int64_t rows, int64_t K, QuantizedRows<T>& out) 
   out.blocks = q8_blocks(K);
   out.q.assign(size_t(rows * out.blocks * kQ8Block), 0);
   out.scale.resize(size_t(rows * out.blocks));
+  out.sums.resize(size_t(rows * out.blocks));
 #pragma omp parallel for schedule(static) if (rows * K >= cpu::kParallelThreshold)
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t b = 0; b < out.blocks; ++b) {
@@ -152,12 +155,14 @@ void quantize_rows(const T* in, int64_t rows, int64_t K, QuantizedRows<T>& out) 
       const int64_t n = std::min(kQ8Block, K - b * kQ8Block);
       int8_t* q = out.q.data() + (m * out.blocks + b) * kQ8Block;
       T& scale = out.scale[m * out.blocks + b];
-      if constexpr (std::is_same_v<T, float>)
-        if (n == kQ8Block) {
-          scale = quantize_full_block(x, q);
-          continue;
-        }
-      scale = quantize_block(x, n, q);
+      scale = [&] {
+        if constexpr (std::is_same_v<T, float>)
+          if (n == kQ8Block) return quantize_full_block(x, q);
+        return quantize_block(x, n, q);
+      }();
+      int32_t sum = 0;
+      for (int64_t i = 0; i < kQ8Block; ++i) sum += q[i];
+      out.sums[m * out.blocks + b] = sum;
     }
 }
 
@@ -207,20 +212,16 @@ inline void q8_micro_kernel(float* out, int64_t N, const QuantizedRows<float>& a
     const auto* w = reinterpret_cast<const int8_t*>(block + 2 * P);
     Vi dot[MR][2] = {};
     if constexpr (cpu::kUnsignedDot4<Vi>) {
-      // Σ w · (a + 128) for each row, less 128 · Σ w once for all rows (cpu::kUnsignedDot4).
-      Vi weight_sums[2] = {};
+      // Σ (w + 128) · a for each row, less 128 · Σ a (cpu::kUnsignedDot4).
       for (int g = 0; g < kQ8Block / 4; ++g, w += 4 * P) {
-        for (int v = 0; v < 2; ++v)
-          weight_sums[v] = cpu::add_unsigned_dot4(weight_sums[v], w + 4 * L * v, 0x80808080u);
-        for (int m = 0; m < MR; ++m) {
-          uint32_t a4;
-          std::memcpy(&a4, a.row(m0 + m) + b * kQ8Block + 4 * g, 4);
+        const Vi u[2] = {cpu::unsigned_weights<Vi>(w), cpu::unsigned_weights<Vi>(w + 4 * L)};
+        for (int m = 0; m < MR; ++m)
           for (int v = 0; v < 2; ++v)
-            dot[m][v] = cpu::add_unsigned_dot4(dot[m][v], w + 4 * L * v, a4 ^ 0x80808080u);
-        }
+            dot[m][v] =
+                cpu::add_unsigned_dot4(dot[m][v], u[v], a.row(m0 + m) + b * kQ8Block + 4 * g);
       }
       for (int m = 0; m < MR; ++m)
-        for (int v = 0; v < 2; ++v) dot[m][v] -= weight_sums[v];
+        for (int v = 0; v < 2; ++v) dot[m][v] -= 128 * a.sums[(m0 + m) * a.blocks + b];
     } else {
       for (int g = 0; g < kQ8Block / 4; ++g, w += 4 * P)
         for (int m = 0; m < MR; ++m) {
@@ -244,21 +245,31 @@ inline void q8_micro_kernel(float* out, int64_t N, const QuantizedRows<float>& a
     for (int v = 0; v < 2; ++v) cpu::store(out + (m0 + m) * N + v * L, acc[m][v]);
 }
 
-// All rows against one full float panel: blocks of up to 4 rows take turns over chunks of
-// about 8 KB of the panel, which stay in L1 between them (sums stored and reloaded between
-// chunks, exactly).
+// Rows per pass of the micro-kernel: two vectors of float sums and two of integer ones per
+// row, within the register file (32 vectors with AVX-512, 16 with AVX2).
+inline constexpr int kMaxPassRows = cpu::Vec<float>::lanes >= 16 ? 6 : 4;
+
+// All rows against one full float panel: blocks of up to kMaxPassRows rows take turns over
+// chunks of about 8 KB of the panel, which stay in L1 between them (sums stored and reloaded
+// between chunks, exactly).
 inline void q8_panel(float* out, int64_t N, const QuantizedRows<float>& a, int64_t rows,
                      const uint8_t* panel, bool accumulate) {
   for (int64_t b0 = 0; b0 < a.blocks; b0 += kChunkBlocks) {
     const int64_t b1 = std::min(a.blocks, b0 + kChunkBlocks);
     const bool from_out = accumulate || b0 > 0;
     for (int64_t m = 0; m < rows;) {
-      switch (std::min<int64_t>(rows - m, 4)) {
-        case 1: q8_micro_kernel<1>(out, N, a, m, panel, from_out, b0, b1); m += 1; break;
-        case 2: q8_micro_kernel<2>(out, N, a, m, panel, from_out, b0, b1); m += 2; break;
-        case 3: q8_micro_kernel<3>(out, N, a, m, panel, from_out, b0, b1); m += 3; break;
-        default: q8_micro_kernel<4>(out, N, a, m, panel, from_out, b0, b1); m += 4; break;
+      const int64_t block = std::min<int64_t>(rows - m, kMaxPassRows);
+      switch (block) {
+        case 1: q8_micro_kernel<1>(out, N, a, m, panel, from_out, b0, b1); break;
+        case 2: q8_micro_kernel<2>(out, N, a, m, panel, from_out, b0, b1); break;
+        case 3: q8_micro_kernel<3>(out, N, a, m, panel, from_out, b0, b1); break;
+        case 4: q8_micro_kernel<4>(out, N, a, m, panel, from_out, b0, b1); break;
+        case 5:
+          q8_micro_kernel<std::min(5, kMaxPassRows)>(out, N, a, m, panel, from_out, b0, b1);
+          break;
+        default: q8_micro_kernel<kMaxPassRows>(out, N, a, m, panel, from_out, b0, b1); break;
       }
+      m += block;
     }
   }
 }
