@@ -123,8 +123,8 @@ const PackedLinearKernels<T>* pinned(const std::vector<const PackedLinearKernels
 // vpdpbusd for int8 blocks, BF16's vdpbf16ps for bf16 pairs; linear_packed.h). Those builds
 // are not timed against each other: their f32 kernels are the same code, whose start-up times
 // differed by up to 25% from start to start on a Zen 5 VM, more than the 10-25% the
-// instructions gain in the timing multiply, so a timing chose the AVX-512 build without VNNI in
-// 3 of 12 starts there (its int8 decode at 12 rows 1.6 times slower; docs/performance.md).
+// instructions gain in the timing multiply, so some starts there ran the AVX-512 build without
+// VNNI (its int8 projections of 8 and 12 rows 1.6 times slower; docs/performance.md).
 // Widths are timed against each other: whether AVX-512 pays depends on the CPU.
 template <typename T>
 std::vector<const PackedLinearKernels<T>*> widest_of_each_width(
