@@ -58,11 +58,7 @@ struct TimingMultiply {
 // The variant that multiplies fastest in f32, bf16 and int8 weights together: each variant's
 // shortest time over rounds that take the variants in turn, so that a burst of other work slows
 // them alike, and on this thread alone (a region of one thread runs the kernels' own parallel
-// loops inline, so no late wake-up of another thread is timed). Each type's times are taken
-// against that type's fastest, and the variant least behind in its worst type wins: summed
-// times let the f32 multiply, the longest and the same code in every AVX-512 build, decide by
-// its noise alone (a build without VNNI won a third of the starts on a Zen 5 CPU, where its
-// int8 decode is 1.4 times slower).
+// loops inline, so no late wake-up of another thread is timed).
 template <typename T>
 const PackedLinearKernels<T>* fastest(const std::vector<const PackedLinearKernels<T>*>& variants) {
   std::vector<WeightType> types{WeightType::f32};
@@ -78,15 +74,9 @@ const PackedLinearKernels<T>* fastest(const std::vector<const PackedLinearKernel
   for (int round = 0; round < 16; ++round)
     for (size_t i = 0; i < multiplies.size(); ++i)
       shortest[i] = std::min(shortest[i], multiplies[i].seconds());
-  const size_t n_types = types.size();
-  std::vector<double> worst(variants.size(), 0.0);
-  for (size_t t = 0; t < n_types; ++t) {
-    double best = 1e30;
-    for (size_t v = 0; v < variants.size(); ++v) best = std::min(best, shortest[v * n_types + t]);
-    for (size_t v = 0; v < variants.size(); ++v)
-      worst[v] = std::max(worst[v], shortest[v * n_types + t] / best);
-  }
-  return variants[std::min_element(worst.begin(), worst.end()) - worst.begin()];
+  std::vector<double> seconds(variants.size(), 0.0);
+  for (size_t i = 0; i < multiplies.size(); ++i) seconds[i / types.size()] += shortest[i];
+  return variants[std::min_element(seconds.begin(), seconds.end()) - seconds.begin()];
 }
 
 }  // namespace
@@ -127,7 +117,7 @@ const PackedLinearKernels<T>* pinned(const std::vector<const PackedLinearKernels
 // VNNI (its int8 projections of 8 and 12 rows 1.6 times slower; docs/performance.md).
 // Widths are timed against each other: whether AVX-512 pays depends on the CPU.
 template <typename T>
-std::vector<const PackedLinearKernels<T>*> widest_of_each_width(
+std::vector<const PackedLinearKernels<T>*> most_capable_of_each_width(
     const std::vector<const PackedLinearKernels<T>*>& variants) {
   std::vector<const PackedLinearKernels<T>*> candidates;
   for (const PackedLinearKernels<T>* k : variants) {
@@ -148,7 +138,7 @@ const PackedLinearKernels<T>& packed_linear() {
     const std::vector<const PackedLinearKernels<T>*> variants =
         runnable_packed_linear_variants<T>();
     if (const PackedLinearKernels<T>* k = pinned(variants)) return k;
-    const std::vector<const PackedLinearKernels<T>*> candidates = widest_of_each_width(variants);
+    const std::vector<const PackedLinearKernels<T>*> candidates = most_capable_of_each_width(variants);
     return candidates.size() > 1 ? fastest(candidates) : candidates.front();
   }();
   return *chosen;
