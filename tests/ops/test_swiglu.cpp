@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "gradcheck.h"
@@ -30,6 +31,33 @@ TEST(SwiGLU, ForwardMatchesLoop) {
     for (int64_t c = 0; c < F; ++c) {
       const double g = gate_up[r * 2 * F + c], u = gate_up[r * 2 * F + F + c];
       EXPECT_NEAR(act[r * F + c], silu(g) * u, 1e-13) << r << " " << c;
+    }
+}
+
+// The float forward runs in vector lanes and a scalar tail; every value is the one the tail
+// gives it alone (a call of one value), bit for bit: F = 37 has whole vectors and a tail at
+// every width, with saturated and non-finite gates among them. (The reference is the op's
+// own tail, not a loop here: GCC fuses exp_approx's multiply-adds differently where it is
+// inlined into other code, so a loop in this file can differ in the last bit.)
+TEST(SwiGLU, FloatForwardLanesGiveTheScalarBits) {
+  const int64_t rows = 3, F = 37;
+  std::vector<float> gate_up = cast_vector<float>(random_vector(rows * 2 * F, 4, 4.0));
+  const float specials[] = {120.0f, -120.0f, -1000.0f, 88.5f, -87.5f, 0.0f, -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i < 10; ++i) gate_up[(7 * i) % F + (i % rows) * 2 * F] = specials[i];
+  std::vector<float> act(rows * F);
+  swiglu_forward(act.data(), gate_up.data(), rows, F);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < F; ++c) {
+      const float one[2] = {gate_up[r * 2 * F + c], gate_up[r * 2 * F + F + c]};
+      float expected;
+      swiglu_forward(&expected, one, 1, 1);
+      const float got = act[r * F + c];
+      EXPECT_TRUE(std::isnan(expected) ? std::isnan(got) : got == expected)
+          << "row " << r << " column " << c << ": gate " << one[0] << ", " << got << " against "
+          << expected;
     }
 }
 
