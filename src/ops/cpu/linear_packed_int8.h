@@ -68,8 +68,8 @@ void q8_pack_panel(uint8_t* panel, const T* rows, int64_t K, int64_t width,
 }
 
 // Every row of `in` [rows, K] quantized block by block (ops/weight_type.h): q [rows, blocks ·
-// kQ8Block], zero-padded, the scales [rows, blocks] and the integers' sums [rows, blocks]
-// (for cpu::kUnsignedDot4); a block holding a NaN or an infinity gets the scale NaN, so that
+// kQ8Block], zero-padded, the scales [rows, blocks] and, in cpu::kUnsignedDot4 builds, the
+// integers' sums [rows, blocks]; a block holding a NaN or an infinity gets the scale NaN, so that
 // its row's outputs are NaN.
 template <typename T>
 struct QuantizedRows {
@@ -147,7 +147,7 @@ void quantize_rows(const T* in, int64_t rows, int64_t K, QuantizedRows<T>& out) 
   out.blocks = q8_blocks(K);
   out.q.assign(size_t(rows * out.blocks * kQ8Block), 0);
   out.scale.resize(size_t(rows * out.blocks));
-  out.sums.resize(size_t(rows * out.blocks));
+  if constexpr (cpu::kUnsignedDot4<>) out.sums.resize(size_t(rows * out.blocks));
 #pragma omp parallel for schedule(static) if (rows * K >= cpu::kParallelThreshold)
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t b = 0; b < out.blocks; ++b) {
@@ -160,9 +160,11 @@ void quantize_rows(const T* in, int64_t rows, int64_t K, QuantizedRows<T>& out) 
           if (n == kQ8Block) return quantize_full_block(x, q);
         return quantize_block(x, n, q);
       }();
-      int32_t sum = 0;
-      for (int64_t i = 0; i < kQ8Block; ++i) sum += q[i];
-      out.sums[m * out.blocks + b] = sum;
+      if constexpr (cpu::kUnsignedDot4<>) {  // (only VNNI's step takes the sums off)
+        int32_t sum = 0;
+        for (int64_t i = 0; i < kQ8Block; ++i) sum += q[i];
+        out.sums[m * out.blocks + b] = sum;
+      }
     }
 }
 
