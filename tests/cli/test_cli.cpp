@@ -137,6 +137,7 @@ TEST(SpsCli, PackedLinearVariableChoosesTheBuild) {
   std::string out;
   ASSERT_EQ(run_command("SPS_PACKED_LINEAR=baseline " + kSps + " --version 2>&1", &out), 0) << out;
   EXPECT_NE(out.find("; packed linear: baseline build,"), std::string::npos) << out;
+  EXPECT_NE(out.find("; attention: baseline build,"), std::string::npos) << out;  // its width
   ASSERT_EQ(run_command("SPS_PACKED_LINEAR=baseline " + kSps +
                             " bench linear --layers 1 --rows 16 --repeats 1 2>&1",
                         &out),

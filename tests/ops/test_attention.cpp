@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -13,6 +14,7 @@
 #include "gradcheck.h"
 #include "ops/attention_reference.h"
 #include "ops/cpu/attention_tiles.h"
+#include "ops/cpu/attention_variants.h"
 #include "ops/ops.h"
 #include "util/alloc_counter.h"
 
@@ -241,6 +243,52 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   loss();
   ops::attention_backward(dqkv.data(), weight.data(), qkv.data(), out.data(), lse.data(), layout);
   EXPECT_LE(max_relative_error(dqkv.data(), numeric.data(), int64_t(dqkv.size())), 1e-7);
+}
+
+// Every build of the kernels this CPU runs (attention_variants.h) gives the baseline build's
+// bits, forward and backward, in float and double: the choice between them changes speed only.
+template <typename T>
+void compare_variant_bits(const ops::AttentionKernels<T>& variant) {
+  const ops::AttentionKernels<T>& baseline = ops::baseline::attention_kernels<T>();
+  std::vector<AttentionCase> cases = comparison_cases();
+  cases.push_back(make_case(2, 300, 2, 0, 64, -1, 3, 64, 106));  // the s head size, threaded
+  for (int64_t D : {3, 8, 12, 24, 40, 72})  // the vector tails of each width
+    cases.push_back(make_case(1, 130, 2, 0, 3, -1, 2, D, 107 + D));
+  for (const AttentionCase& c : cases) {
+    SCOPED_TRACE(c.describe());
+    const AttentionLayout layout = c.bound();
+    const std::vector<T> qkv = testing::cast_vector<T>(random_vector(c.qkv_size(), 31));
+    const std::vector<T> dout = testing::cast_vector<T>(random_vector(c.out_size(), 32));
+    std::vector<std::vector<T>> results;
+    for (const ops::AttentionKernels<T>* k : {&baseline, &variant}) {
+      std::vector<T> out(c.out_size()), lse(c.slots() * c.layout.heads), dqkv(c.qkv_size());
+      EXPECT_EQ(k->forward(out.data(), lse.data(), qkv.data(), layout),
+                baseline.forward(out.data(), lse.data(), qkv.data(), layout));
+      k->forward(out.data(), lse.data(), qkv.data(), layout);
+      k->backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), layout);
+      for (std::vector<T>* v : {&out, &lse, &dqkv}) results.push_back(*v);
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      const std::vector<T>&a = results[i], &b = results[i + 3];
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t x = 0; x < a.size(); ++x)
+        ASSERT_EQ(std::memcmp(&a[x], &b[x], sizeof(T)), 0)
+            << variant.variant << " in " << sizeof(T) * 8 << "-bit: " << (i == 0 ? "out" : i == 1 ? "lse" : "dqkv") << "[" << x
+            << "] " << a[x] << " vs " << b[x];
+    }
+  }
+}
+
+TEST(AttentionVariants, GiveTheBaselineBits) {
+  const auto variants = ops::runnable_attention_variants<float>();
+  if (variants.size() < 2)
+    GTEST_SKIP() << "this build or CPU runs no build of the attention but the baseline "
+                    "(the AVX-512 one needs a portable optimised build on an AVX-512 CPU)";
+  for (size_t v = 1; v < variants.size(); ++v) {
+    compare_variant_bits<float>(*variants[v]);
+    if (HasFailure()) return;
+    compare_variant_bits<double>(*ops::runnable_attention_variants<double>()[v]);
+  }
 }
 
 // ---- docs/model.md §4 visibility facts, on the reference mask builder ------------------

@@ -16,6 +16,9 @@
 //
 // Parallelism: forward over runs of query tiles of one (sequence, head), no barriers;
 // backward over (sequence, head), each task owning its head's dK and dV.
+//
+// A portable build compiles this file for AVX2 and for AVX-512 (attention_variants.h), each
+// in its own namespace; the lanes hold queries, so both compute the same chains.
 #include <omp.h>
 
 #include <algorithm>
@@ -28,39 +31,12 @@
 
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/attention_tiles.h"
+#include "ops/cpu/attention_variants.h"
 #include "ops/cpu/cpu_common.h"
 #include "ops/ops.h"
 #include "util/error.h"
 
-namespace sps::ops {
-
-int64_t attention_tile_doc_min(const AttentionLayout& layout, int64_t b, int64_t i0, int64_t i1) {
-  if (layout.doc_start == nullptr) return 0;
-  const int32_t* starts = layout.doc_start + b * layout.tokens;
-  int64_t doc_min = i0;
-  for (int64_t i = i0; i < i1; ++i) {
-    // A start after its own token would hide the query from itself.
-    SPS_ASSERT(starts[i] <= i);
-    doc_min = std::min<int64_t>(doc_min, starts[i]);
-  }
-  return doc_min;
-}
-
-int64_t attention_pair_count(const AttentionLayout& layout) {
-  int64_t pairs = 0;
-  for (int64_t b = 0; b < layout.batch; ++b)
-    for (int64_t i0 = 0; i0 < layout.tokens; i0 += kAttentionQueryTile) {
-      const int64_t i1 = std::min(i0 + kAttentionQueryTile, layout.tokens);
-      const int64_t doc_min = attention_tile_doc_min(layout, b, i0, i1);
-      for (int64_t key_stream = 0; key_stream < layout.streams; ++key_stream) {
-        const AttentionKeyRange range = attention_key_range(layout, key_stream, i0, i1, doc_min);
-        if (range.end > range.begin) pairs += (i1 - i0) * (range.end - range.begin);
-      }
-    }
-  // Every query stream sees the same key ranges.
-  return pairs * layout.streams * layout.heads;
-}
-
+namespace sps::ops::SPS_KERNEL_VARIANT {
 namespace {
 
 using namespace tiles;
@@ -231,7 +207,7 @@ void backward_tile(T* dqkv, T* dkv, const T* dout, const HeadView<T>& view, cons
       const T value = r < rows ? d_o[d] : T(0);
       dot[d * kTile + r] = value;
       dos[r * D + d] = value;
-      delta += value * o[d];
+      delta = cpu::multiply_then_add(value, o[d], delta);  // (unfused in every build)
     }
     row_delta[r] = delta;
     row_lse[r] = lse[(b * L.heads + h) * S + first_slot + real];
@@ -292,8 +268,6 @@ bool worth_parallel(const AttentionLayout& L) {
   const double slots = double(L.streams * L.tokens);
   return double(L.batch * L.heads) * slots * slots * double(L.head_dim) >= kParallelMinFlops;
 }
-
-}  // namespace
 
 template <typename T>
 int64_t attention_forward(T* out, T* lse, const T* qkv, const AttentionLayout& layout) {
@@ -380,11 +354,15 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
   }
 }
 
-template int64_t attention_forward<float>(float*, float*, const float*, const AttentionLayout&);
-template int64_t attention_forward<double>(double*, double*, const double*, const AttentionLayout&);
-template void attention_backward<float>(float*, const float*, const float*, const float*,
-                                        const float*, const AttentionLayout&);
-template void attention_backward<double>(double*, const double*, const double*, const double*,
-                                         const double*, const AttentionLayout&);
+}  // namespace
 
-}  // namespace sps::ops
+template <typename T>
+const AttentionKernels<T>& attention_kernels() {
+  static const AttentionKernels<T> kernels{SPS_STRINGIFY(SPS_KERNEL_VARIANT), cpu::kVecBytes,
+                                           attention_forward<T>, attention_backward<T>};
+  return kernels;
+}
+template const AttentionKernels<float>& attention_kernels<float>();
+template const AttentionKernels<double>& attention_kernels<double>();
+
+}  // namespace sps::ops::SPS_KERNEL_VARIANT

@@ -13,8 +13,11 @@
 
 #include "ops/cpu/attention_tiles.h"
 #include "ops/cpu/cpu_common.h"
+#include "ops/cpu/kernel_variant.h"
 
-namespace sps::ops::tiles {
+// In the namespace of the build variant (kernel_variant.h): attention.cpp is compiled once per
+// vector width, and each build's tiles must stay its own.
+namespace sps::ops::SPS_KERNEL_VARIANT::tiles {
 
 using cpu::kVecBytes;
 using cpu::load;
@@ -177,15 +180,19 @@ void tile_product(T* C, int64_t ldc, const T* A, int64_t lda, const T* B, int64_
   for (; n + W <= N; n += W)
     micro_rows<T, 1, kTransA>(C + n, ldc, A, lda, B + n, ldb, M, K, mode,
                               col_scale ? col_scale + n : nullptr);
-  for (; n < N; ++n)  // head dims that are not a multiple of the vector width
+  // Head dims that are not a multiple of the vector width: the lanes' chain in scalars, fused
+  // as GCC fuses the vector kernel's `a * b + c`, so that each width gives the same bits
+  // whichever of its columns fall in the tail (attention_variants.h).
+  for (; n < N; ++n)
     for (int64_t i = 0; i < M; ++i) {
       T sum = 0;
       for (int64_t k = 0; k < K; ++k)
-        sum += (kTransA ? A[k * lda + i] : A[i * lda + k]) * B[k * ldb + n];
+        sum = cpu::fused_multiply_add(kTransA ? A[k * lda + i] : A[i * lda + k], B[k * ldb + n],
+                                      sum);
       T& c = C[i * ldc + n];
       c = mode == Store::overwrite    ? sum
           : mode == Store::accumulate ? c + sum
-                                      : c * col_scale[n] + sum;
+                                      : cpu::fused_multiply_add(c, col_scale[n], sum);
     }
 }
 
@@ -262,4 +269,8 @@ void load_queries(T* qt, T* qs, const T* q, int64_t ld, int64_t rows, int64_t D,
     }
 }
 
-}  // namespace sps::ops::tiles
+}  // namespace sps::ops::SPS_KERNEL_VARIANT::tiles
+
+namespace sps::ops {
+namespace tiles = SPS_KERNEL_VARIANT::tiles;
+}

@@ -68,6 +68,19 @@ inline T fused_multiply_add(T a, T b, T c) {
 #endif
 }
 
+// a·b rounded, then + c: never fused, whatever the compiler would contract (the empty asm
+// holds the product in a register as a value the addition cannot look through).
+template <typename T>
+inline T multiply_then_add(T a, T b, T c) {
+  T product = a * b;
+#if defined(__x86_64__)
+  asm("" : "+x"(product));
+#elif defined(__aarch64__)
+  asm("" : "+w"(product));
+#endif
+  return product + c;
+}
+
 // The same, lane by lane, for a GCC vector of floats: always fused (GCC contracts `a * b + c`
 // only when it optimises at -O2 and above), so a vector kernel and a scalar one that both
 // call these give the same bits in every build.

@@ -10,20 +10,16 @@
 // of them: the most capable of each width, the widths chosen between once by timing
 // (linear_packed_dispatch.cpp). All give the same bits (every
 // output is the same chain of fused multiply-adds over the same exact products; vdpbf16ps
-// differs only where it flushes a subnormal to zero), so the choice changes speed only. Nothing else is compiled for AVX-512 or VNNI, and a variant's
+// differs only where it flushes a subnormal to zero), so the choice changes speed only. Only the
+// training attention is compiled for AVX-512 too (attention_variants.h), and a variant's
 // object defines no symbol outside its namespace (CpuTargets.*VariantKeepsToItsNamespace), so
 // no such code can be linked into a function a plain AVX2 CPU runs.
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ops/cpu/kernel_variant.h"
 #include "ops/weight_type.h"
-
-#ifndef SPS_KERNEL_VARIANT
-#define SPS_KERNEL_VARIANT baseline
-#endif
-#define SPS_STRINGIFY_(x) #x
-#define SPS_STRINGIFY(x) SPS_STRINGIFY_(x)
 
 namespace sps::ops {
 

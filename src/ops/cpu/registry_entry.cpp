@@ -7,6 +7,7 @@
 #include "ops/backend.h"
 #include "ops/backend_registry.h"
 #include "ops/cpu/attention_tiles.h"
+#include "ops/cpu/attention_variants.h"
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/linear_packed.h"
@@ -47,10 +48,12 @@ std::string describe_cpu() {
   add(true, "NEON");
 #endif
   const PackedLinearKernels<float>& packed = packed_linear<float>();
+  const AttentionKernels<float>& attention = attention_kernels_in_use<float>();
   return fmt::format(
-      "cpu kernels: {}-byte vectors{}; packed linear: {} build, {}-byte vectors\ncpu {}", kVecBytes,
-      sets.empty() ? "" : " (" + sets + ")", packed.variant, packed.vector_bytes,
-      cpu_backend(Precision::bf16).describe_gemms());
+      "cpu kernels: {}-byte vectors{}; packed linear: {} build, {}-byte vectors; attention: {} "
+      "build, {}-byte vectors\ncpu {}",
+      kVecBytes, sets.empty() ? "" : " (" + sets + ")", packed.variant, packed.vector_bytes,
+      attention.variant, attention.vector_bytes, cpu_backend(Precision::bf16).describe_gemms());
 }
 
 // oneDNN's own matmul out[M, N] = in[M, K] · Wᵀ, W [N, K] reordered once into its layout,
