@@ -162,7 +162,8 @@ inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s,
       prefetch_row(V + (k + g) * ld, D);
       for (int r = 0; r < Q; ++r) {
         T dot = dots[r][g];
-        for (int64_t d = Dv; d < D; ++d) dot += s.q[r][d] * row_value<T>(key[d]);
+        for (int64_t d = Dv; d < D; ++d)  // (fused, as the lanes are, in every instantiation)
+          dot = cpu::fused_multiply_add(s.q[r][d], row_value<T>(key[d]), dot);
         scores[r][k + g] = dot;
       }
     }
@@ -247,7 +248,8 @@ inline void absorb(HeadState<T, Q>& s, const S* K, const S* V, int64_t ld, int64
   for (int r = 0; r < Q; ++r)
     for (int64_t d = Dv; d < D; ++d) {
       T a = s.acc[r][d] * correction[r];
-      for (int64_t k = 0; k < n; ++k) a += scores[r][k] * row_value<T>(V[k * ld + d]);
+      for (int64_t k = 0; k < n; ++k)
+        a = cpu::fused_multiply_add(scores[r][k], row_value<T>(V[k * ld + d]), a);
       s.acc[r][d] = a;
     }
 }
