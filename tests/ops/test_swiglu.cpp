@@ -61,6 +61,33 @@ TEST(SwiGLU, FloatForwardLanesGiveTheScalarBits) {
     }
 }
 
+// The float backward's vector lanes give its scalar tail's bits (F = 1 runs only the tail),
+// with saturated and non-finite gates among the values.
+TEST(SwiGLU, FloatBackwardLanesGiveTheScalarBits) {
+  const int64_t rows = 3, F = 37;
+  std::vector<float> gate_up = cast_vector<float>(random_vector(rows * 2 * F, 5, 4.0));
+  const std::vector<float> dact = cast_vector<float>(random_vector(rows * F, 6, 2.0));
+  const float specials[] = {120.0f, -120.0f, -1000.0f, 88.5f, -87.5f, 0.0f, -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i < 10; ++i) gate_up[(7 * i) % F + (i % rows) * 2 * F] = specials[i];
+  std::vector<float> dgate_up(rows * 2 * F);
+  swiglu_backward(dgate_up.data(), dact.data(), gate_up.data(), rows, F);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < F; ++c) {
+      const float one[2] = {gate_up[r * 2 * F + c], gate_up[r * 2 * F + F + c]};
+      float expected[2];
+      swiglu_backward(expected, &dact[r * F + c], one, 1, 1);
+      for (int half = 0; half < 2; ++half) {
+        const float got = dgate_up[r * 2 * F + half * F + c];
+        EXPECT_TRUE(std::isnan(expected[half]) ? std::isnan(got) : got == expected[half])
+            << "row " << r << " column " << c << (half ? " d up" : " d gate") << ": gate "
+            << one[0] << ", " << got << " against " << expected[half];
+      }
+    }
+}
+
 TEST(SwiGLU, BackwardMatchesFiniteDifferencesAndOverwrites) {
   const int64_t rows = 4, F = 9;
   auto gate_up = random_vector(rows * 2 * F, 2, 2.0);

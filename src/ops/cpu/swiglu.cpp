@@ -46,23 +46,34 @@ void swiglu_forward(T* act, const T* gate_up, int64_t rows, int64_t F) {
   }
 }
 
-// The backward stays a plain loop: vector lanes would be free to fuse 1 + g·(1 − σ) into one
-// multiply-add where this loop (as compiled today) rounds the product first, and training's
-// bits must not move.
+// The backward of float in vector lanes too, with each value's operations those of the
+// scalar tail as GCC compiles it: 1 + g·(1 − σ) with the product rounded before the sum
+// (cpu::multiply_then_add; free lanes would fuse it), then products only; so training's bits
+// stay what the scalar loop gave (SwiGLU.FloatBackwardLanesGiveTheScalarBits).
 template <typename T>
 void swiglu_backward(T* dgate_up, const T* dact, const T* gate_up, int64_t rows, int64_t F) {
   // d/dg silu(g) = σ(g) · (1 + g · (1 − σ(g))); d act/d up = silu(g).
 #pragma omp parallel for schedule(static) if (rows * F >= cpu::kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* __restrict gate = gate_up + r * 2 * F;
-    const T* __restrict up = gate + F;
-    const T* __restrict da = dact + r * F;
-    T* __restrict dgate = dgate_up + r * 2 * F;
-    T* __restrict dup = dgate + F;
-#pragma omp simd simdlen(cpu::kSimdLanes<T>)
-    for (int64_t c = 0; c < F; ++c) {
+    const T* gate = gate_up + r * 2 * F;
+    const T* up = gate + F;
+    const T* da = dact + r * F;
+    T* dgate = dgate_up + r * 2 * F;
+    T* dup = dgate + F;
+    int64_t c = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      using V = cpu::Vec<float>::V;
+      const V one = V{} + 1.0f;
+      for (; c + cpu::Vec<float>::lanes <= F; c += cpu::Vec<float>::lanes) {
+        const V g = cpu::load<V>(gate + c), s = sigmoid(g), d = cpu::load<V>(da + c);
+        const V slope = cpu::multiply_then_add(one - s, g, one);
+        cpu::store(dgate + c, d * cpu::load<V>(up + c) * s * slope);
+        cpu::store(dup + c, d * g * s);
+      }
+    }
+    for (; c < F; ++c) {
       const T g = gate[c], s = sigmoid(g);
-      dgate[c] = da[c] * up[c] * s * (T(1) + g * (T(1) - s));
+      dgate[c] = da[c] * up[c] * s * cpu::multiply_then_add(T(1) - s, g, T(1));
       dup[c] = da[c] * g * s;
     }
   }
