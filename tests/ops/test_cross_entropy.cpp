@@ -107,6 +107,43 @@ TEST(CrossEntropy, BackwardInPlaceMatchesSeparateBuffers) {
   EXPECT_LT(separate[1 * V + 3000], -0.4f);  // the target's entry carries −dnll
 }
 
+// The float exps in vector lanes give the scalar tail's bits: each gradient against the op on
+// two logits (fewer than a vector: the tail alone), the loss against those exps summed in
+// index order, as the op sums them. Logits far below and above the row's log-sum-exp too.
+TEST(CrossEntropy, FloatLanesGiveTheScalarBits) {
+  const int64_t rows = 3, V = 37;
+  std::vector<float> logits = cast_vector<float>(random_vector(rows * V, 7, 6.0));
+  logits[3] = -200.0f, logits[5] = 80.0f, logits[V + 8] = -95.0f, logits[V + 30] = 40.0f;
+  // The last row's maximum is 0 and its other exps small: its log-sum-exp is the log of a sum
+  // just above 1, whose every last bit shows, so a sum in another order fails.
+  for (int64_t i = 0; i < V; ++i) logits[2 * V + i] = logits[2 * V + i] / 6.0f - 4.0f;
+  logits[2 * V + 10] = 0.0f;
+  const std::vector<int32_t> targets = {4, 36, 0};
+  const std::vector<float> dnll = {0.75f, -1.5f, 1.0f};
+  std::vector<float> nll(rows), lse(rows), dlogits(rows * V);
+  cross_entropy_forward(nll.data(), lse.data(), logits.data(), targets.data(), rows, V);
+  cross_entropy_backward(dlogits.data(), logits.data(), lse.data(), targets.data(), dnll.data(),
+                         rows, V);
+  // exp(x − shift) · scale from the op's scalar tail: x beside a second logit, the target.
+  const auto tail_exp = [](float x, float shift, float scale) {
+    const float two[2] = {x, 0.0f}, shift1[1] = {shift}, scale1[1] = {scale};
+    const int32_t target[1] = {1};
+    float out[2];
+    cross_entropy_backward(out, two, shift1, target, scale1, 1, 2);
+    return out[0];
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits.data() + r * V;
+    float row_max = x[0], block = 0;
+    for (int64_t i = 1; i < V; ++i) row_max = std::max(row_max, x[i]);
+    for (int64_t i = 0; i < V; ++i) block += tail_exp(x[i], row_max, 1.0f);
+    EXPECT_EQ(lse[r], row_max + std::log(0.0f + block)) << "row " << r;
+    for (int64_t i = 0; i < V; ++i)
+      if (i != targets[r])
+        EXPECT_EQ(dlogits[r * V + i], tail_exp(x[i], lse[r], dnll[r])) << r << ", " << i;
+  }
+}
+
 // At V = 50304 (GPT-2) the float path's sums and exp must stay close to double.
 TEST(CrossEntropy, FloatAgreesWithDoubleAtGpt2Vocabulary) {
   const int64_t rows = 3, V = 50304;

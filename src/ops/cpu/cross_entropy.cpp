@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/ops.h"
@@ -11,17 +12,34 @@
 namespace sps::ops {
 namespace {
 
-// Σ exp(x[i] − shift), summed in blocks so the rounding error grows with the block count
-// and the block length rather than with V.
+// out[i] = exp(x[i] − shift) · scale for i < n; float in vector lanes through cpu::exp_lanes
+// (a loop of exp_approx calls under `omp simd` compiled to scalar code with branches), with
+// the same operations per value as the scalar tail, so the same bits.
 template <typename T>
-T sum_exp(const T* __restrict x, int64_t V, T shift) {
+void scaled_exp(T* out, const T* x, int64_t n, T shift, T scale) {
+  int64_t i = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    using V = cpu::Vec<float>::V;
+    using U = cpu::Vec<uint32_t>::V;
+    for (; i + cpu::Vec<float>::lanes <= n; i += cpu::Vec<float>::lanes)
+      cpu::store(out + i, cpu::exp_lanes<V, U>(cpu::load<V>(x + i) - shift) * scale);
+  }
+  for (; i < n; ++i) out[i] = cpu::exp_approx(x[i] - shift) * scale;
+}
+
+// Σ exp(x[i] − shift), summed in blocks so the rounding error grows with the block count
+// and the block length rather than with V; each block's exps in lanes, its sum in index
+// order (a sum in lanes would round in another order: other losses, other training bits).
+template <typename T>
+T sum_exp(const T* x, int64_t V, T shift) {
   constexpr int64_t kBlock = 512;
+  alignas(64) T e[kBlock];
   T total = 0;
   for (int64_t begin = 0; begin < V; begin += kBlock) {
-    const int64_t end = std::min(V, begin + kBlock);
+    const int64_t n = std::min(kBlock, V - begin);
+    scaled_exp(e, x + begin, n, shift, T(1));
     T block = 0;
-#pragma omp simd simdlen(cpu::kSimdLanes<T>) reduction(+ : block)
-    for (int64_t i = begin; i < end; ++i) block += cpu::exp_approx(x[i] - shift);
+    for (int64_t i = 0; i < n; ++i) block += e[i];
     total += block;
   }
   return total;
@@ -49,17 +67,11 @@ void cross_entropy_forward(T* nll, T* lse, const T* logits, const int32_t* targe
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
                             const T* dnll, int64_t rows, int64_t V) {
-  // Written through one loop that reads logits[i] before writing dlogits[i], so it is
-  // correct in place; `omp simd` vouches that iterations are independent (which aliasing
-  // at the same index keeps true), so GCC does not fall back to scalar code on overlap.
+  // Each vector of logits is read before its gradients are written, so it is correct in place.
 #pragma omp parallel for schedule(static) if (rows * V >= cpu::kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* x = logits + r * V;
-    T* dx = dlogits + r * V;
-    const T row_lse = lse[r], scale = dnll[r];
-#pragma omp simd simdlen(cpu::kSimdLanes<T>)
-    for (int64_t i = 0; i < V; ++i) dx[i] = cpu::exp_approx(x[i] - row_lse) * scale;
-    dx[targets[r]] -= scale;
+    scaled_exp(dlogits + r * V, logits + r * V, V, lse[r], dnll[r]);
+    dlogits[r * V + targets[r]] -= dnll[r];
   }
 }
 
