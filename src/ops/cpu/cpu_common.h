@@ -68,15 +68,31 @@ inline T fused_multiply_add(T a, T b, T c) {
 #endif
 }
 
+// Bytes of the widest vector register the target has (kVecBytes may be wider: SPS_VECTOR_BYTES).
+#if defined(__AVX512F__)
+inline constexpr int kRegisterBytes = 64;
+#elif defined(__AVX__)
+inline constexpr int kRegisterBytes = 32;
+#else
+inline constexpr int kRegisterBytes = 16;
+#endif
+
 // a·b rounded, then + c: never fused, whatever the compiler would contract (the empty asm
-// holds the product in a register as a value the addition cannot look through).
+// hands the product over as a value the addition cannot look through: in a register, or in
+// memory for a vector wider than the registers).
 template <typename T>
 inline T multiply_then_add(T a, T b, T c) {
   T product = a * b;
+#if defined(__x86_64__) || defined(__aarch64__)
+  if constexpr (sizeof(T) > kRegisterBytes)
+    asm("" : "+m"(product));
 #if defined(__x86_64__)
-  asm("" : "+x"(product));
-#elif defined(__aarch64__)
-  asm("" : "+w"(product));
+  else
+    asm("" : "+x"(product));
+#else
+  else
+    asm("" : "+w"(product));
+#endif
 #endif
   return product + c;
 }
