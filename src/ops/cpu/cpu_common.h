@@ -25,17 +25,21 @@ inline constexpr int64_t kParallelThreshold = 1 << 15;
 template <typename T>
 inline constexpr int kSimdLanes = 64 / sizeof(T);
 
-// Bytes of the widest vector register the build targets, for kernels written with GCC's
-// vector extensions (or SPS_VECTOR_BYTES, which tests a wider build's kernels on a narrower
-// machine).
+// Bytes of the widest vector register the build targets.
+#if defined(__AVX512F__)
+inline constexpr int kRegisterBytes = 64;
+#elif defined(__AVX__)
+inline constexpr int kRegisterBytes = 32;
+#else
+inline constexpr int kRegisterBytes = 16;
+#endif
+
+// Bytes of the vectors of the kernels written with GCC's vector extensions: the widest
+// register, or SPS_VECTOR_BYTES, which tests a wider build's kernels on a narrower machine.
 #if defined(SPS_VECTOR_BYTES)
 inline constexpr int kVecBytes = SPS_VECTOR_BYTES;
-#elif defined(__AVX512F__)
-inline constexpr int kVecBytes = 64;
-#elif defined(__AVX__)
-inline constexpr int kVecBytes = 32;
 #else
-inline constexpr int kVecBytes = 16;
+inline constexpr int kVecBytes = kRegisterBytes;
 #endif
 
 // The vector of T as wide as kVecBytes (GCC's vector extensions), and unaligned loads and
@@ -67,15 +71,6 @@ inline T fused_multiply_add(T a, T b, T c) {
   return a * b + c;
 #endif
 }
-
-// Bytes of the widest vector register the target has (kVecBytes may be wider: SPS_VECTOR_BYTES).
-#if defined(__AVX512F__)
-inline constexpr int kRegisterBytes = 64;
-#elif defined(__AVX__)
-inline constexpr int kRegisterBytes = 32;
-#else
-inline constexpr int kRegisterBytes = 16;
-#endif
 
 // a·b rounded, then + c: never fused, whatever the compiler would contract (the empty asm
 // hands the product over as a value the addition cannot look through: in a register, or in
