@@ -259,22 +259,24 @@ void compare_variant_bits(const ops::AttentionKernels<T>& variant) {
     const AttentionLayout layout = c.bound();
     const std::vector<T> qkv = testing::cast_vector<T>(random_vector(c.qkv_size(), 31));
     const std::vector<T> dout = testing::cast_vector<T>(random_vector(c.out_size(), 32));
-    std::vector<std::vector<T>> results;
-    for (const ops::AttentionKernels<T>* k : {&baseline, &variant}) {
+    std::vector<std::vector<T>> results;  // out, lse, dqkv of the baseline, then the variant's
+    int64_t pairs[2];
+    for (int run = 0; run < 2; ++run) {
+      const ops::AttentionKernels<T>& k = run == 0 ? baseline : variant;
       std::vector<T> out(c.out_size()), lse(c.slots() * c.layout.heads), dqkv(c.qkv_size());
-      EXPECT_EQ(k->forward(out.data(), lse.data(), qkv.data(), layout),
-                baseline.forward(out.data(), lse.data(), qkv.data(), layout));
-      k->forward(out.data(), lse.data(), qkv.data(), layout);
-      k->backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), layout);
+      pairs[run] = k.forward(out.data(), lse.data(), qkv.data(), layout);
+      k.backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), layout);
       for (std::vector<T>* v : {&out, &lse, &dqkv}) results.push_back(*v);
     }
+    EXPECT_EQ(pairs[1], pairs[0]);
     for (size_t i = 0; i < 3; ++i) {
       const std::vector<T>&a = results[i], &b = results[i + 3];
+      const char* name = i == 0 ? "out" : i == 1 ? "lse" : "dqkv";
       ASSERT_EQ(a.size(), b.size());
       for (size_t x = 0; x < a.size(); ++x)
         ASSERT_EQ(std::memcmp(&a[x], &b[x], sizeof(T)), 0)
-            << variant.variant << " in " << sizeof(T) * 8 << "-bit: " << (i == 0 ? "out" : i == 1 ? "lse" : "dqkv") << "[" << x
-            << "] " << a[x] << " vs " << b[x];
+            << variant.variant << " in " << sizeof(T) * 8 << "-bit: " << name << "[" << x << "] "
+            << a[x] << " vs " << b[x];
     }
   }
 }

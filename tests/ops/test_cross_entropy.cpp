@@ -138,9 +138,10 @@ TEST(CrossEntropy, FloatLanesGiveTheScalarBits) {
     for (int64_t i = 1; i < V; ++i) row_max = std::max(row_max, x[i]);
     for (int64_t i = 0; i < V; ++i) block += tail_exp(x[i], row_max, 1.0f);
     EXPECT_EQ(lse[r], row_max + std::log(0.0f + block)) << "row " << r;
-    for (int64_t i = 0; i < V; ++i)
-      if (i != targets[r])
-        EXPECT_EQ(dlogits[r * V + i], tail_exp(x[i], lse[r], dnll[r])) << r << ", " << i;
+    for (int64_t i = 0; i < V; ++i) {
+      if (i == targets[r]) continue;
+      EXPECT_EQ(dlogits[r * V + i], tail_exp(x[i], lse[r], dnll[r])) << r << ", " << i;
+    }
   }
 }
 

@@ -62,10 +62,7 @@ inline V vmax(V a, V b) {
 
 // exp on a vector: cpu::exp_lanes, the exp of every other CPU op, lane by lane. double
 // (tests only): the library exp per lane.
-inline Simd<float>::V vexp(Simd<float>::V x) {
-  typedef uint32_t U __attribute__((vector_size(kVecBytes)));
-  return cpu::exp_lanes<Simd<float>::V, U>(x);
-}
+inline Simd<float>::V vexp(Simd<float>::V x) { return cpu::exp_vector(x); }
 inline Simd<double>::V vexp(Simd<double>::V x) {
   for (int lane = 0; lane < kLanes<double>; ++lane) x[lane] = std::exp(x[lane]);
   return x;

@@ -78,16 +78,17 @@ inline T fused_multiply_add(T a, T b, T c) {
 template <typename T>
 inline T multiply_then_add(T a, T b, T c) {
   T product = a * b;
-#if defined(__x86_64__) || defined(__aarch64__)
   if constexpr (sizeof(T) > kRegisterBytes)
     asm("" : "+m"(product));
 #if defined(__x86_64__)
   else
     asm("" : "+x"(product));
-#else
+#elif defined(__aarch64__)
   else
     asm("" : "+w"(product));
-#endif
+#else
+  else
+    asm("" : "+m"(product));
 #endif
   return product + c;
 }
@@ -162,6 +163,13 @@ inline V exp_lanes(V x) {
 }
 
 inline float exp_approx(float x) { return exp_lanes<float, uint32_t>(x); }
+
+// exp_lanes on a GCC vector of floats, its integer vector deduced.
+template <typename V>
+inline V exp_vector(V x) {
+  typedef uint32_t U __attribute__((vector_size(sizeof(V))));
+  return exp_lanes<V, U>(x);
+}
 
 // Doubles are for tests and reference runs: the library exp is accurate and fast enough.
 inline double exp_approx(double x) { return std::exp(x); }

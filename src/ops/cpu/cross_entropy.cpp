@@ -20,9 +20,8 @@ void scaled_exp(T* out, const T* x, int64_t n, T shift, T scale) {
   int64_t i = 0;
   if constexpr (std::is_same_v<T, float>) {
     using V = cpu::Vec<float>::V;
-    using U = cpu::Vec<uint32_t>::V;
     for (; i + cpu::Vec<float>::lanes <= n; i += cpu::Vec<float>::lanes)
-      cpu::store(out + i, cpu::exp_lanes<V, U>(cpu::load<V>(x + i) - shift) * scale);
+      cpu::store(out + i, cpu::exp_vector(cpu::load<V>(x + i) - shift) * scale);
   }
   for (; i < n; ++i) out[i] = cpu::exp_approx(x[i] - shift) * scale;
 }

@@ -19,8 +19,7 @@ inline V sigmoid(V g) {
   if constexpr (std::is_arithmetic_v<V>) {
     return V(1) / (V(1) + cpu::exp_approx(-g));
   } else {
-    typedef uint32_t U __attribute__((vector_size(sizeof(V))));
-    return 1.0f / (1.0f + cpu::exp_lanes<V, U>(-g));
+    return 1.0f / (1.0f + cpu::exp_vector(-g));
   }
 }
 
