@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -13,6 +14,7 @@
 
 #include "gradcheck.h"
 #include "ops/attention_reference.h"
+#include "ops/cpu/attention_variants.h"
 #include "ops/decode_cache_fixture.h"
 #include "ops/decode_keys.h"
 #include "ops/ops.h"
@@ -235,6 +237,72 @@ TEST(AttentionDecode, Bf16CacheEqualsTheWidenedRows) {
     check_bf16_cache<float>(c);
     check_bf16_cache<double>(c);
   }
+}
+
+// Every build of the decode attention this CPU runs (attention_variants.h) gives the baseline
+// build's bits, over a T cache and a bf16 one, for a step, a short extend and one that runs as
+// query tiles: every family's cache shape, and head sizes whose vector tails differ between
+// the widths. Flipping the halves of a 512-bit key pair, or summing a chunk's softmax in
+// 512-bit lanes, fails it.
+template <typename T>
+void compare_decode_variant_bits(const ops::AttentionKernels<T>& variant,
+                                 const testing::DecodeCacheCase& c) {
+  const ops::AttentionKernels<T>& baseline = ops::baseline::attention_kernels<T>();
+  const testing::DecodeCache x = testing::make_decode_cache(c);
+  const auto wide = [](const std::vector<float>& v) { return std::vector<T>(v.begin(), v.end()); };
+  const auto bf16 = [](const std::vector<float>& v) {
+    std::vector<uint16_t> bits;
+    for (const float f : v) bits.push_back(float_to_bf16(f));
+    return bits;
+  };
+  const std::vector<T> pk = wide(x.pk), pv = wide(x.pv), rk = wide(x.rk), rv = wide(x.rv);
+  const std::vector<uint16_t> bpk = bf16(x.pk), bpv = bf16(x.pv), brk = bf16(x.rk),
+                              brv = bf16(x.rv);
+  const bool ring = c.ring_capacity > 0;
+  for (const int64_t K : {int64_t(1), int64_t(3), int64_t(16)}) {
+    ops::DecodeAttentionLayout layout = x.layout;
+    layout.tokens = K;
+    const int64_t rows = layout.batch * K * c.queries, HD = layout.heads * c.head_dim;
+    const std::vector<T> qkv =
+        testing::cast_vector<T>(random_vector(rows * 3 * HD, uint64_t(60 + K)));
+    for (const bool bf16_cache : {false, true}) {
+      std::vector<T> out[2];
+      for (int run = 0; run < 2; ++run) {
+        const ops::AttentionKernels<T>& k = run == 0 ? baseline : variant;
+        out[run].assign(rows * HD, T(0));
+        if (bf16_cache)
+          k.decode_bf16_cache(out[run].data(), qkv.data(), bpk.data(), bpv.data(),
+                              ring ? brk.data() : nullptr, ring ? brv.data() : nullptr, layout);
+        else
+          k.decode(out[run].data(), qkv.data(), pk.data(), pv.data(), ring ? rk.data() : nullptr,
+                   ring ? rv.data() : nullptr, layout);
+      }
+      int64_t differ = 0;
+      for (int64_t i = 0; i < rows * HD; ++i)
+        differ += std::memcmp(&out[0][i], &out[1][i], sizeof(T)) != 0;
+      EXPECT_EQ(differ, 0) << variant.variant << " in " << sizeof(T) * 8 << "-bit, K = " << K
+                           << (bf16_cache ? ", bf16 cache" : ", T cache");
+    }
+  }
+}
+
+TEST(AttentionVariants, DecodeGivesTheBaselineBits) {
+  const auto variants = ops::runnable_attention_variants<float>();
+  if (variants.size() < 2)
+    GTEST_SKIP() << "this build or CPU runs no build of the attention but the baseline "
+                    "(the AVX-512 one needs a portable optimised build on an AVX-512 CPU)";
+  std::vector<testing::DecodeCacheCase> cases = testing::decode_cache_cases();
+  for (const int64_t D : {12, 24, 72}) {  // the vector tails of each width
+    testing::DecodeCacheCase c = cases[3];  // 300 cached rows: whole groups, pairs, one key
+    c.head_dim = D;
+    cases.push_back(c);
+  }
+  for (size_t v = 1; v < variants.size(); ++v)
+    for (const testing::DecodeCacheCase& c : cases) {
+      SCOPED_TRACE(testing::name(c));
+      compare_decode_variant_bits<float>(*variants[v], c);
+      compare_decode_variant_bits<double>(*ops::runnable_attention_variants<double>()[v], c);
+    }
 }
 
 // Rows into bf16: each value rounded as float_to_bf16 (ties to even, signed zeros,

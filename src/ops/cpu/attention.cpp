@@ -18,7 +18,8 @@
 // backward over (sequence, head), each task owning its head's dK and dV.
 //
 // A portable build compiles this file for AVX2 and for AVX-512 (attention_variants.h), each
-// in its own namespace; the lanes hold queries, so both compute the same chains.
+// in its own namespace; the lanes hold queries, so both compute the same chains. Its table
+// holds the same variant's decode attention (attention_decode.cpp) too.
 #include <omp.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include <new>
 #include <type_traits>
 
+#include "ops/cpu/attention_decode.h"
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/attention_tiles.h"
 #include "ops/cpu/attention_variants.h"
@@ -358,8 +360,9 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
 
 template <typename T>
 const AttentionKernels<T>& attention_kernels() {
-  static const AttentionKernels<T> kernels{SPS_STRINGIFY(SPS_KERNEL_VARIANT), cpu::kVecBytes,
-                                           attention_forward<T>, attention_backward<T>};
+  static const AttentionKernels<T> kernels{
+      SPS_STRINGIFY(SPS_KERNEL_VARIANT), cpu::kVecBytes,      attention_forward<T>,
+      attention_backward<T>,            attention_decode<T>, attention_decode_bf16_cache<T>};
   return kernels;
 }
 template const AttentionKernels<float>& attention_kernels<float>();

@@ -10,6 +10,8 @@
 //   persistent rows, ring rows by age, the chunk's persistent and windowed rows) is one run of
 //   small products, masked per lane to the range that row sees. Each cached key is then read
 //   once per tile instead of once per query, without per-key horizontal sums.
+// A portable build compiles this file for AVX2 and for AVX-512 (attention_variants.h), each
+// in its own namespace, with the same bits: see KeyLanes.
 #include <omp.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "ops/cpu/attention_decode.h"
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/ring_split.h"
@@ -26,7 +29,7 @@
 #include "ops/ops.h"
 #include "util/error.h"
 
-namespace sps::ops {
+namespace sps::ops::SPS_KERNEL_VARIANT {
 namespace {
 
 // Keys per online-softmax step of decode, in both ways of running it. Not attention.cpp's
@@ -124,37 +127,98 @@ inline V lane_sums8(const V* v) {
                 halve2(halve4(v[1], v[5]), halve4(v[3], v[7])));
 }
 
-// scores[r][k] = q_r · key k for n keys, G keys at a time: Q·G vectors of partial sums along
-// D stay in registers (8 accumulators: enough independent FMA chains to fill both units, and
-// room for the loads), summed across lanes at the end. While scoring, each key's value row
-// and the key row kPrefetchRows ahead are asked for, so memory works during the arithmetic.
-// K and V rows are T or bf16 (S).
+// The vectors a key's dot product is summed in: 32 bytes (a portable x86 build's own width),
+// or the build's vectors where narrower, so every build of this file sums each dot product in
+// the same lanes and the same tree (attention_variants.h). A build with vectors twice that
+// wide (AVX-512) holds two keys per vector, one in each half.
+template <typename T>
+struct KeyLanes {
+  static constexpr int bytes = std::min(cpu::kVecBytes, 32);
+  typedef T V __attribute__((vector_size(bytes)));
+  static constexpr int lanes = bytes / int(sizeof(T));
+  static constexpr bool paired = cpu::kVecBytes == 2 * bytes;
+};
+
+// Two vectors side by side, and one half of a vector.
+template <typename H, size_t... I>
+inline auto joined(H low, H high, std::index_sequence<I...>) {
+  return __builtin_shufflevector(low, high, I...);
+}
+template <typename H>
+inline auto joined(H low, H high) {
+  return joined(low, high, std::make_index_sequence<2 * sizeof(H) / sizeof(low[0])>{});
+}
+template <typename H, int Half, typename V, size_t... I>
+inline H half_of(V v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, (I + Half * sizeof...(I))...);
+}
+template <typename H, int Half, typename V>
+inline H half_of(V v) {
+  return half_of<H, Half>(v, std::make_index_sequence<sizeof(H) / sizeof(v[0])>{});
+}
+
+// scores[r][k] = q_r · key k for n keys, G keys at a time: Q·G vectors' worth of partial sums
+// along D stay in registers (8 accumulators of 32 bytes, or 4 of two keys: enough
+// independent FMA chains to fill both units, and room for the loads), summed across lanes at
+// the end. While scoring, each key's
+// value row and the key row kPrefetchRows ahead are asked for, so memory works during the
+// arithmetic. K and V rows are T or bf16 (S).
 template <typename T, int Q, typename S>
 inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s, const S* K,
                          const S* V, int64_t ld, int64_t n, int64_t D) {
-  using Vec = typename cpu::Vec<T>::V;  // along D; a scalar tail past the last whole vector
-  constexpr int W = cpu::Vec<T>::lanes;
+  using Key = typename KeyLanes<T>::V;  // one key along D; a scalar tail past the last whole one
+  constexpr int W = KeyLanes<T>::lanes;
+  constexpr int per_vector = KeyLanes<T>::paired ? 2 : 1;  // keys per accumulator
+  // Keys per group whatever the width: with 16 keys per group (8 accumulators of pairs) the
+  // prefetches below came too late to help, and Q = 1 ran 8–12% slower than in 32-byte
+  // vectors (docs/performance.md).
   constexpr int G = 8 / Q;
   const int64_t Dv = D - D % W;
   int64_t k = 0;
   const auto score_keys = [&]<int N>(std::integral_constant<int, N>) {
-    Vec acc[Q][N];
+    // N keys, in vectors of two keys where N is even and the build has them.
+    constexpr int P = N % 2 == 0 ? per_vector : 1;
+    using Acc = std::conditional_t<P == 2, typename cpu::Vec<T>::V, Key>;
+    Acc acc[Q][N / P];
     for (int r = 0; r < Q; ++r)
-      for (int g = 0; g < N; ++g) acc[r][g] = Vec{};
+      for (int j = 0; j < N / P; ++j) acc[r][j] = Acc{};
     for (int64_t d = 0; d < Dv; d += W) {
-      Vec q[Q];
-      for (int r = 0; r < Q; ++r) q[r] = cpu::load<Vec>(s.q[r] + d);
-      for (int g = 0; g < N; ++g) {
-        const Vec key = load_row<Vec>(K + (k + g) * ld + d);
-        for (int r = 0; r < Q; ++r) acc[r][g] += q[r] * key;
+      Acc q[Q];
+      for (int r = 0; r < Q; ++r) {
+        const Key q_d = cpu::load<Key>(s.q[r] + d);
+        if constexpr (P == 2)
+          q[r] = joined(q_d, q_d);
+        else
+          q[r] = q_d;
+      }
+      for (int j = 0; j < N / P; ++j) {
+        const S* row = K + (k + j * P) * ld + d;
+        Acc key;
+        if constexpr (P == 2)
+          key = joined(load_row<Key>(row), load_row<Key>(row + ld));
+        else
+          key = load_row<Key>(row);
+        for (int r = 0; r < Q; ++r)
+          acc[r][j] = cpu::fused_multiply_add_lanes(q[r], key, acc[r][j]);
       }
     }
+    // Each key's own vector of partial sums, then its lane sum.
+    Key parts[Q][N];
+    for (int r = 0; r < Q; ++r)
+      for (int j = 0; j < N / P; ++j) {
+        if constexpr (P == 2) {
+          parts[r][2 * j] = half_of<Key, 0>(acc[r][j]);
+          parts[r][2 * j + 1] = half_of<Key, 1>(acc[r][j]);
+        } else {
+          parts[r][j] = acc[r][j];
+        }
+      }
     alignas(64) T dots[Q][N];
-    if constexpr (W == 8 && Q * N == 8) {
-      cpu::store(&dots[0][0], lane_sums8(&acc[0][0]));
+    if constexpr (W == 8 && Q * N % 8 == 0) {
+      for (int i = 0; i < Q * N; i += 8) cpu::store(&dots[0][0] + i, lane_sums8(&parts[0][0] + i));
     } else {
       for (int r = 0; r < Q; ++r)
-        for (int g = 0; g < N; ++g) dots[r][g] = lane_sum(acc[r][g]);
+        for (int g = 0; g < N; ++g) dots[r][g] = lane_sum(parts[r][g]);
     }
     for (int g = 0; g < N; ++g) {
       const S* key = K + (k + g) * ld;
@@ -169,11 +233,15 @@ inline void chunk_scores(T (*scores)[kDecodeKeyChunk], const HeadState<T, Q>& s,
     }
   };
   for (; k + G <= n; k += G) score_keys(std::integral_constant<int, G>{});
+  for (; k + per_vector <= n; k += per_vector)
+    score_keys(std::integral_constant<int, per_vector>{});
   for (; k < n; ++k) score_keys(std::integral_constant<int, 1>{});
 }
 
 // acc[r][d0 .. d0 + S·W) = acc · correction[r] + Σ_k p[r][k] · value k, that slice of the
-// accumulators held in registers over all n keys.
+// accumulators held in registers over all n keys. Each element is the chain of the scalar
+// tail below: one product by the correction, then fused multiply-adds in key order, written
+// out so no build contracts the product into the first of them.
 template <typename T, int Q, int S, typename E>
 inline void chunk_values_slice(HeadState<T, Q>& s, const T (*p)[kDecodeKeyChunk],
                                const T* correction, const E* V, int64_t ld, int64_t n, int64_t d0) {
@@ -186,7 +254,8 @@ inline void chunk_values_slice(HeadState<T, Q>& s, const T (*p)[kDecodeKeyChunk]
     const E* value = V + k * ld + d0;
     for (int j = 0; j < S; ++j) {
       const Vec v = load_row<Vec>(value + j * W);
-      for (int r = 0; r < Q; ++r) acc[r][j] += p[r][k] * v;
+      for (int r = 0; r < Q; ++r)
+        acc[r][j] = cpu::fused_multiply_add_lanes(Vec{} + p[r][k], v, acc[r][j]);
     }
   }
   for (int r = 0; r < Q; ++r)
@@ -210,8 +279,11 @@ inline void absorb(HeadState<T, Q>& s, const S* K, const S* V, int64_t ld, int64
   alignas(64) T scores[Q][kDecodeKeyChunk];
   chunk_scores<T, Q>(scores, s, K, V, ld, n, D);
   // The online softmax of each query over the chunk, whole vectors of scores at a time: the
-  // keys a query does not see, and the lanes past n, score −∞ and so weigh 0.
+  // keys a query does not see, and the lanes past n, score −∞ and so weigh 0. The sum runs in
+  // KeyLanes' vectors, the same chains in every build; a build's wider padding only adds
+  // zeros to them.
   using Vec = typename cpu::Vec<T>::V;
+  using Sum = typename KeyLanes<T>::V;
   constexpr int W = cpu::Vec<T>::lanes;
   static_assert(kDecodeKeyChunk % W == 0);
   const int64_t n_padded = (n + W - 1) / W * W;
@@ -232,11 +304,16 @@ inline void absorb(HeadState<T, Q>& s, const S* K, const S* V, int64_t ld, int64
     correction[r] = s.max[r] == -std::numeric_limits<T>::infinity()
                         ? T(0)
                         : cpu::exp_approx(s.max[r] - new_max);
-    Vec chunk_sum{};
+    Sum chunk_sum{};
     for (int64_t k = 0; k < n_padded; k += W) {
       const Vec p = tiles::vexp(cpu::load<Vec>(scores[r] + k) - new_max);
       cpu::store(scores[r] + k, p);
-      chunk_sum += p;
+      if constexpr (KeyLanes<T>::paired) {
+        chunk_sum += half_of<Sum, 0>(p);
+        chunk_sum += half_of<Sum, 1>(p);
+      } else {
+        chunk_sum += p;
+      }
     }
     s.sum[r] = s.sum[r] * correction[r] + lane_sum(chunk_sum);
     s.max[r] = new_max;
@@ -503,15 +580,14 @@ void attention_decode_bf16_cache(T* out, const T* qkv, const uint16_t* persisten
   decode_over_cache(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
 }
 
-template void attention_decode<float>(float*, const float*, const float*, const float*,
-                                      const float*, const float*, const DecodeAttentionLayout&);
-template void attention_decode<double>(double*, const double*, const double*, const double*,
-                                       const double*, const double*, const DecodeAttentionLayout&);
-template void attention_decode_bf16_cache<float>(float*, const float*, const uint16_t*,
-                                                 const uint16_t*, const uint16_t*, const uint16_t*,
-                                                 const DecodeAttentionLayout&);
-template void attention_decode_bf16_cache<double>(double*, const double*, const uint16_t*,
-                                                  const uint16_t*, const uint16_t*,
-                                                  const uint16_t*, const DecodeAttentionLayout&);
+#define SPS_INSTANTIATE(T)                                                                   \
+  template void attention_decode<T>(T*, const T*, const T*, const T*, const T*, const T*,      \
+                                    const DecodeAttentionLayout&);                           \
+  template void attention_decode_bf16_cache<T>(T*, const T*, const uint16_t*, const uint16_t*, \
+                                               const uint16_t*, const uint16_t*,              \
+                                               const DecodeAttentionLayout&);
+SPS_INSTANTIATE(float)
+SPS_INSTANTIATE(double)
+#undef SPS_INSTANTIATE
 
-}  // namespace sps::ops
+}  // namespace sps::ops::SPS_KERNEL_VARIANT

@@ -1,5 +1,6 @@
-// ops.h's attention over the variant this process runs (attention_variants.h), and the tiling
-// rule's counts (attention_tiles.h), which every variant shares.
+// ops.h's attention, training and decode, over the variant this process runs
+// (attention_variants.h), and the tiling rule's counts (attention_tiles.h), which every
+// variant shares.
 #include <algorithm>
 #include <vector>
 
@@ -74,12 +75,32 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
   attention_kernels_in_use<T>().backward(dqkv, dout, qkv, out, lse, layout);
 }
 
+template <typename T>
+void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
+                      const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout) {
+  attention_kernels_in_use<T>().decode(out, qkv, persistent_k, persistent_v, ring_k, ring_v,
+                                       layout);
+}
+
+template <typename T>
+void attention_decode_bf16_cache(T* out, const T* qkv, const uint16_t* persistent_k,
+                                 const uint16_t* persistent_v, const uint16_t* ring_k,
+                                 const uint16_t* ring_v, const DecodeAttentionLayout& layout) {
+  attention_kernels_in_use<T>().decode_bf16_cache(out, qkv, persistent_k, persistent_v, ring_k,
+                                                  ring_v, layout);
+}
+
 #define SPS_INSTANTIATE(T)                                                                   \
   template std::vector<const AttentionKernels<T>*> runnable_attention_variants<T>();        \
   template const AttentionKernels<T>& attention_kernels_in_use<T>();                        \
   template int64_t attention_forward<T>(T*, T*, const T*, const AttentionLayout&);          \
   template void attention_backward<T>(T*, const T*, const T*, const T*, const T*,           \
-                                      const AttentionLayout&);
+                                      const AttentionLayout&);                               \
+  template void attention_decode<T>(T*, const T*, const T*, const T*, const T*, const T*,    \
+                                    const DecodeAttentionLayout&);                           \
+  template void attention_decode_bf16_cache<T>(T*, const T*, const uint16_t*,                \
+                                               const uint16_t*, const uint16_t*,             \
+                                               const uint16_t*, const DecodeAttentionLayout&);
 SPS_INSTANTIATE(float)
 SPS_INSTANTIATE(double)
 #undef SPS_INSTANTIATE
