@@ -8,10 +8,13 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/generate_bench.h"
 #include "ops/attention_plan.h"
 #include "ops/backend.h"
 #include "ops/backend_registry.h"
+#include "ops/decode_keys.h"
 #include "ops/ops.h"
+#include "util/float_formats.h"
 #include "util/process_stats.h"
 #include "util/rng.h"
 
@@ -125,6 +128,117 @@ void run_attention_bench(const ops::Device& device, ops::Precision precision, in
   }
   if (on_cpu)
     fmt::print("sgemm 1024^3 reference: {:.1f} GFLOP/s\n", measure_sgemm_gflops(1024, repeats));
+}
+
+namespace {
+
+// The median seconds of one step through all layers, after one warm-up.
+double time_decode(const ops::Backend<float>& backend, ops::DecodeAttentionLayout layout,
+                   bool bf16_cache, int64_t layers, int repeats) {
+  const int64_t B = layout.batch, H = layout.heads, D = layout.head_dim, Q = layout.queries;
+  const int64_t persistent = B * H * layout.persistent_capacity * D;
+  const int64_t ring = std::max<int64_t>(1, B * H * layout.ring_capacity * D);
+  Rng rng(12);
+  const auto random = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = float(2 * rng.uniform() - 1);
+    return v;
+  };
+  // Per layer: persistent K, V, ring K, V, on the backend, in f32 or in bf16.
+  std::vector<ops::DeviceBuffer<float>> f32;
+  std::vector<ops::DeviceBuffer<uint16_t>> bf16;
+  for (int64_t l = 0; l < layers; ++l)
+    for (const int64_t n : {persistent, persistent, ring, ring}) {
+      const std::vector<float> values = random(n);
+      if (bf16_cache) {
+        std::vector<uint16_t> bits(n);
+        for (int64_t i = 0; i < n; ++i) bits[i] = float_to_bf16(values[i]);
+        bf16.emplace_back(backend).upload(bits.data(), bits.size());
+      } else {
+        f32.emplace_back(backend).upload(values.data(), values.size());
+      }
+    }
+  const std::vector<float> host_qkv = random(B * Q * 3 * H * D);
+  ops::DeviceBuffer<float> qkv(backend), out(backend);
+  qkv.upload(host_qkv.data(), host_qkv.size());
+  out.reset(B * Q * H * D);
+  std::vector<int64_t> counts(3 * B);
+  for (int64_t b = 0; b < B; ++b) {
+    counts[b] = layout.persistent_end[b];
+    counts[B + b] = layout.ring_len ? layout.ring_len[b] : 0;
+    counts[2 * B + b] = layout.ring_next ? layout.ring_next[b] : 0;
+  }
+  ops::DeviceBuffer<int64_t> device_counts(backend);  // [3, B], as the decoder passes them
+  device_counts.upload(counts.data(), counts.size());
+  layout.persistent_end = device_counts.data();
+  layout.ring_len = layout.ring_len ? device_counts.data() + B : nullptr;
+  layout.ring_next = layout.ring_next ? device_counts.data() + 2 * B : nullptr;
+  const auto finish = [&] {  // a download returns once every earlier op has finished
+    float probe;
+    backend.download(&probe, out.data(), sizeof(probe));
+  };
+  std::vector<double> seconds;
+  for (int r = 0; r <= repeats; ++r) {  // run 0 warms up
+    const double t0 = now_seconds();
+    for (int64_t l = 0; l < layers; ++l) {
+      if (bf16_cache)
+        backend.attention_decode_bf16_cache(out.data(), qkv.data(), bf16[4 * l].data(),
+                                            bf16[4 * l + 1].data(), bf16[4 * l + 2].data(),
+                                            bf16[4 * l + 3].data(), layout);
+      else
+        backend.attention_decode(out.data(), qkv.data(), f32[4 * l].data(), f32[4 * l + 1].data(),
+                                 f32[4 * l + 2].data(), f32[4 * l + 3].data(), layout);
+    }
+    finish();
+    if (r > 0) seconds.push_back(now_seconds() - t0);
+  }
+  return median(seconds);
+}
+
+}  // namespace
+
+void run_decode_attention_bench(const ops::Device& device, int64_t batch, int64_t tokens,
+                                int64_t window, int64_t heads, int64_t head_dim, bool bf16_cache,
+                                int64_t layers, int repeats) {
+  const ops::Backend<float>& backend = ops::backend_for(device, ops::Precision::fp32);
+  const bool on_cpu = ops::capabilities(device).host_memory;
+  const double copy = on_cpu ? measure_copy_bandwidth() : measure_device_copy_bandwidth(backend);
+  if (on_cpu) {  // the kernels line of `sps --version`: which build of the attention runs
+    const std::string kernels = ops::backend_entry(device).describe();
+    fmt::print("{}\n", kernels.substr(0, kernels.find('\n')));
+  }
+  fmt::print(
+      "decode attention  B={} cached rows={} w={} H={} D={} layers={} kv {}  {}  median of {}\n",
+      batch, tokens, window, heads, head_dim, layers, bf16_cache ? "bf16" : "f32",
+             on_cpu ? fmt::format("threads {}", omp_get_max_threads()) : device.name(), repeats);
+  fmt::print("{:<10} {:>12} {:>10} {:>10} {:>12}\n", "family", "pairs", "ms", "GB/s",
+             "of copy BW");
+  const int64_t ring = std::min(window, tokens);
+  std::vector<int64_t> ends(batch, tokens), ring_len(batch, ring), ring_next(batch, 0);
+  for (const int64_t queries : {1, 2}) {
+    ops::DecodeAttentionLayout layout;
+    layout.batch = batch;
+    layout.tokens = 1;
+    layout.queries = queries;
+    layout.heads = heads;
+    layout.head_dim = head_dim;
+    layout.window = queries == 2 ? window : 0;
+    layout.persistent_capacity = tokens;
+    layout.ring_capacity = queries == 2 ? ring : 0;
+    layout.persistent_end = ends.data();
+    layout.ring_len = layout.ring_capacity > 0 ? ring_len.data() : nullptr;
+    layout.ring_next = layout.ring_capacity > 0 ? ring_next.data() : nullptr;
+    const int64_t pairs = layers * ops::decode_attention_pairs(layout);
+    const double seconds = time_decode(backend, layout, bf16_cache, layers, repeats);
+    // K and V of every cached row in use, each read once.
+    const double bytes = double(layers) * double(batch) * double(heads) *
+                         double(tokens + layout.ring_capacity) * double(head_dim) * 2 *
+                         (bf16_cache ? 2 : 4);
+    fmt::print("{:<10} {:>12} {:>10.3f} {:>10.1f} {:>11.0f}%\n",
+               queries == 1 ? "standard" : "sps", pairs, seconds * 1e3, bytes / seconds / 1e9,
+               100 * bytes / seconds / copy);
+  }
+  fmt::print("copy bandwidth {:.1f} GB/s (bytes read + written)\n", copy / 1e9);
 }
 
 }  // namespace sps

@@ -172,7 +172,20 @@ void register_attention_bench(CLI::App* bench) {
   auto* attention = bench->add_subcommand("attention", "the family-masked attention alone");
   static int64_t attn_tokens = 4096, attn_window = 64, attn_heads = 8, attn_head_dim = 64;
   static int attn_repeats = 3;
-  attention->add_option("--tokens", attn_tokens, "tokens T (sps has 2T slots)")
+  static bool decode = false;
+  static int64_t decode_batch = 1, decode_layers = 12;
+  static std::string kv_type = "f32";
+  attention->add_flag("--decode", decode,
+                      "one decode step's attention over --tokens cached rows per sequence "
+                      "(standard: 1 query row, sps: 2 and a full ring of --window rows)");
+  attention->add_option("--batch", decode_batch, "--decode: sequences B")
+      ->check(CLI::Range(1, 4096));
+  attention->add_option("--layers", decode_layers,
+                        "--decode: layers, each with its own cache (read from memory, not cache)")
+      ->check(CLI::Range(1, 1024));
+  attention->add_option("--kv-type", kv_type, "--decode: f32 or bf16 (the CPU's) cache rows");
+  attention->add_option("--tokens", attn_tokens,
+                        "tokens T (sps has 2T slots); with --decode, cached rows per sequence")
       ->check(CLI::Range(1, 1 << 20));
   attention->add_option("--window", attn_window, "sps window w")->check(CLI::Range(0, 1 << 20));
   attention->add_option("--heads", attn_heads, "heads H")->check(CLI::Range(1, 1024));
@@ -183,6 +196,18 @@ void register_attention_bench(CLI::App* bench) {
       Bf16On::gpu_only);
   attention->callback([&on] {
     if (attn_head_dim % 2) fail("--head-dim must be even, got {}", attn_head_dim);
+    if (decode) {
+      const ops::Device device = ops::parse_device(on.device, "--device");
+      if (ops::parse_precision(on.precision, "--precision") != ops::Precision::fp32)
+        fail("--decode times the decode attention, which has no --precision bf16");
+      const bool bf16_cache = parse_kv_type(kv_type, "--kv-type") == KvType::bf16;
+      if (bf16_cache && !ops::capabilities(device).host_memory)
+        fail("--kv-type bf16 runs on the CPU only; use --kv-type f32 with --device {}",
+             on.device);
+      run_decode_attention_bench(device, decode_batch, attn_tokens, attn_window, attn_heads,
+                                 attn_head_dim, bf16_cache, decode_layers, attn_repeats);
+      return;
+    }
     run_attention_bench(ops::parse_device(on.device, "--device"),
                         ops::parse_precision(on.precision, "--precision"), attn_tokens, attn_window,
                         attn_heads, attn_head_dim, attn_repeats);

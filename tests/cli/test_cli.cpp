@@ -1,4 +1,5 @@
 // The binary's own flags, common to every command.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -128,6 +129,36 @@ TEST(SpsCli, BenchLinearTimesEachWeightTypeAndRowCount) {
   EXPECT_EQ(run_command(kSps + " bench linear --weight-type int4 2>&1", &out), 2);
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   EXPECT_NE(out.find("int4"), std::string::npos) << out;
+}
+
+// bench attention --decode times one decode step's attention for standard and sps, over an f32
+// and a bf16 cache, names the attention's build, counts the score pairs of the layout it
+// says (standard: each cached row and its own; sps: the input row sees the cached rows, the
+// full ring and its own, the predict row those and the input's), and refuses an unknown
+// cache type in one line.
+TEST(SpsCli, BenchDecodeAttentionCountsEachFamilysPairs) {
+  for (const char* kv : {"f32", "bf16"}) {
+    std::string out;
+    ASSERT_EQ(run_command(kSps + " bench attention --decode --tokens 64 --window 8 --heads 2 " +
+                              "--head-dim 16 --layers 2 --batch 3 --repeats 1 --kv-type " + kv +
+                              " 2>&1",
+                          &out),
+              0)
+        << out;
+    EXPECT_NE(out.find("; attention: "), std::string::npos) << out;
+    const int64_t per_head = 2 * 3 * 2;  // layers · batch · heads
+    const auto row = [](const char* family, int64_t pairs) {
+      return fmt::format("\n{:<10} {:>12} ", family, pairs);
+    };
+    const std::string standard = row("standard", per_head * (64 + 1));
+    const std::string sps = row("sps", per_head * ((64 + 8 + 1) + (64 + 8 + 2)));
+    EXPECT_NE(out.find(standard), std::string::npos) << standard << " not in:\n" << out;
+    EXPECT_NE(out.find(sps), std::string::npos) << sps << " not in:\n" << out;
+  }
+  std::string out;
+  EXPECT_EQ(run_command(kSps + " bench attention --decode --kv-type f16 2>&1", &out), 2);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("f16"), std::string::npos) << out;
 }
 
 // SPS_PACKED_LINEAR pins the build of the packed linear the process runs (the start-up timing
