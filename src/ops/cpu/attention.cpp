@@ -360,9 +360,15 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
 
 template <typename T>
 const AttentionKernels<T>& attention_kernels() {
-  static const AttentionKernels<T> kernels{
-      SPS_STRINGIFY(SPS_KERNEL_VARIANT), cpu::kVecBytes,      attention_forward<T>,
-      attention_backward<T>,            attention_decode<T>, attention_decode_bf16_cache<T>};
+  static const AttentionKernels<T> kernels = [] {
+    AttentionKernels<T> k{};
+    k.variant = SPS_STRINGIFY(SPS_KERNEL_VARIANT);
+    k.vector_bytes = cpu::kVecBytes;
+    k.forward = attention_forward<T>;
+    k.backward = attention_backward<T>;
+    add_decode_kernels(k);  // attention_decode.cpp's, of the same variant
+    return k;
+  }();
   return kernels;
 }
 template const AttentionKernels<float>& attention_kernels<float>();

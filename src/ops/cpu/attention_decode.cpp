@@ -568,26 +568,11 @@ void decode_over_cache(T* out, const T* qkv, const S* persistent_k, const S* per
 }  // namespace
 
 template <typename T>
-void attention_decode(T* out, const T* qkv, const T* persistent_k, const T* persistent_v,
-                      const T* ring_k, const T* ring_v, const DecodeAttentionLayout& layout) {
-  decode_over_cache(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
+void add_decode_kernels(AttentionKernels<T>& table) {
+  table.decode = decode_over_cache<T, T>;
+  table.decode_bf16_cache = decode_over_cache<T, uint16_t>;
 }
-
-template <typename T>
-void attention_decode_bf16_cache(T* out, const T* qkv, const uint16_t* persistent_k,
-                                 const uint16_t* persistent_v, const uint16_t* ring_k,
-                                 const uint16_t* ring_v, const DecodeAttentionLayout& layout) {
-  decode_over_cache(out, qkv, persistent_k, persistent_v, ring_k, ring_v, layout);
-}
-
-#define SPS_INSTANTIATE(T)                                                                   \
-  template void attention_decode<T>(T*, const T*, const T*, const T*, const T*, const T*,      \
-                                    const DecodeAttentionLayout&);                           \
-  template void attention_decode_bf16_cache<T>(T*, const T*, const uint16_t*, const uint16_t*, \
-                                               const uint16_t*, const uint16_t*,              \
-                                               const DecodeAttentionLayout&);
-SPS_INSTANTIATE(float)
-SPS_INSTANTIATE(double)
-#undef SPS_INSTANTIATE
+template void add_decode_kernels<float>(AttentionKernels<float>&);
+template void add_decode_kernels<double>(AttentionKernels<double>&);
 
 }  // namespace sps::ops::SPS_KERNEL_VARIANT
