@@ -1,4 +1,4 @@
-// sps experiment run MATRIX.yaml [--out DIR] [--parallel N] [--dry-run]
+// sps experiment run MATRIX.yaml [--out DIR] [--parallel N] [--only PATTERN]... [--dry-run]
 // sps experiment report [--margin M] [--no-figures] DIR
 #include <unistd.h>
 
@@ -31,14 +31,18 @@ void register_run(CLI::App& experiment) {
   static std::string matrix_path;
   static RunnerOptions options;
   static bool dry_run = false;
+  static std::vector<std::string> only;
   cmd->add_option("matrix", matrix_path, "matrix YAML, e.g. experiments/smoke.yaml")->required();
   cmd->add_option("--out", options.out_dir, "experiment folder (default: runs/<matrix name>)");
   cmd->add_option("--parallel", options.parallel, "runs side by side (default: the matrix's)")
       ->check(CLI::Range(int64_t(1), int64_t(1024)));
+  cmd->add_option("--only", only,
+                  "run only the runs whose name matches this shell pattern, e.g. 'tiny_sps_*' "
+                  "(repeatable; the others are left as they are)");
   cmd->add_flag("--dry-run", dry_run, "list the runs and their commands, run nothing");
   cmd->callback([] {
     const ExperimentMatrix matrix = load_matrix(matrix_path);
-    const std::vector<PlannedRun> runs = expand_matrix(matrix);
+    const std::vector<PlannedRun> runs = select_runs(expand_matrix(matrix), only, matrix.source);
     if (options.out_dir.empty()) options.out_dir = "runs/" + fs::path(matrix_path).stem().string();
     options.binary = own_binary();
     if (dry_run) {

@@ -1,6 +1,7 @@
 #include "experiment/matrix.h"
 
 #include <fmt/format.h>
+#include <fnmatch.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -268,6 +269,27 @@ std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& m) {
   }
   if (runs.empty()) fail("{}: the matrix expands to no runs", m.source);
   return runs;
+}
+
+std::vector<PlannedRun> select_runs(const std::vector<PlannedRun>& runs,
+                                    const std::vector<std::string>& patterns,
+                                    const std::string& source) {
+  if (patterns.empty()) return runs;
+  const auto matches = [](const std::string& pattern, const PlannedRun& run) {
+    return ::fnmatch(pattern.c_str(), run.name.c_str(), 0) == 0;
+  };
+  for (const std::string& pattern : patterns)
+    if (std::none_of(runs.begin(), runs.end(), [&](const PlannedRun& r) { return matches(pattern, r); })) {
+      std::vector<std::string> names;
+      for (const PlannedRun& run : runs) names.push_back(run.name);
+      fail("--only {}: no run of {} has that name (its runs: {})", pattern, source,
+           fmt::join(names, ", "));
+    }
+  std::vector<PlannedRun> kept;
+  for (const PlannedRun& run : runs)
+    if (std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return matches(p, run); }))
+      kept.push_back(run);
+  return kept;
 }
 
 }  // namespace sps

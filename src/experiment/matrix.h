@@ -60,4 +60,11 @@ ExperimentMatrix parse_matrix(const std::string& text, const std::string& source
 // Standard ignores the window axis; 2x_memory is sps with window_size = block_size.
 std::vector<PlannedRun> expand_matrix(const ExperimentMatrix& matrix);
 
+// The runs whose name matches one of the shell patterns (`tiny_sps_*`, `*_seed3`), in matrix
+// order; no patterns keeps them all. A pattern that matches no run is a UserError listing
+// the names, so a typo never silently runs nothing.
+std::vector<PlannedRun> select_runs(const std::vector<PlannedRun>& runs,
+                                    const std::vector<std::string>& patterns,
+                                    const std::string& source);
+
 }  // namespace sps

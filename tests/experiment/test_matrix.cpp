@@ -63,6 +63,29 @@ TEST(Matrix, CrossesAxesWithSeedsInnermost) {
   EXPECT_EQ(runs[0].overrides[3], "training.max_tokens=1048576");
 }
 
+TEST(Matrix, OnlyKeepsTheMatchingRunsInMatrixOrder) {
+  const auto runs = expand("recipe: ../configs/experiments/tiny_standard.yaml\n"
+                           "scales: [tiny]\nfamilies: [standard, sps]\nwindows: [64]\n"
+                           "seeds: [1, 2, 3]\ntokens: [1048576]\n");
+  const auto names = [](const std::vector<PlannedRun>& kept) {
+    std::vector<std::string> out;
+    for (const PlannedRun& run : kept) out.push_back(run.name);
+    return out;
+  };
+  EXPECT_EQ(names(select_runs(runs, {}, "m.yaml")).size(), 6u);
+  EXPECT_EQ(names(select_runs(runs, {"*_seed3", "tiny_standard_seed1"}, "m.yaml")),
+            (std::vector<std::string>{"tiny_standard_seed1", "tiny_standard_seed3", "tiny_sps_w64_seed3"}));
+  try {
+    select_runs(runs, {"*_seed3", "tiny_sps_seed3"}, "m.yaml");
+    ADD_FAILURE() << "a pattern matching no run was accepted";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--only tiny_sps_seed3: no run of m.yaml has that name (its runs: tiny_standard_seed1, "
+              "tiny_standard_seed2, tiny_standard_seed3, tiny_sps_w64_seed1, tiny_sps_w64_seed2, "
+              "tiny_sps_w64_seed3)");
+  }
+}
+
 TEST(Matrix, TokenBudgetsNameGroupsOnlyWhenSeveral) {
   const auto one = expand("recipe: ../configs/experiments/tiny_standard.yaml\nscales: [tiny]\n"
                           "families: [standard]\nseeds: [3]\n");
