@@ -88,7 +88,8 @@ echo '[  PASSED  ] 1 test.'
 )";
 
 // A GPU machine's tools: one H200; a binary with sm_80 and sm_90a code and no local memory
-// (--dump-sass fails with FAKE_FAILURES=1); compute-sanitizer runs its program.
+// (--dump-sass fails with FAKE_FAILURES=1, --list-elf with FAKE_LIST_FAILURE=1);
+// compute-sanitizer runs its program.
 void write_fake_tools(const std::string& dir) {
   fs::create_directories(dir);
   write_script(dir + "/nvidia-smi", R"(case "$*" in
@@ -97,7 +98,8 @@ void write_fake_tools(const std::string& dir) {
 esac
 )");
   write_script(dir + "/cuobjdump", R"(case $1 in
-  --list-elf) printf 'ELF file    1: sps.1.sm_80.cubin\nELF file    2: sps.2.sm_90a.cubin\n' ;;
+  --list-elf) [ "${FAKE_LIST_FAILURE:-}" = 1 ] && exit 1
+    printf 'ELF file    1: sps.1.sm_80.cubin\nELF file    2: sps.2.sm_90a.cubin\n' ;;
   --dump-sass) [ "${FAKE_FAILURES:-}" = 1 ] && exit 1
     printf '\tFunction : _Z6kernelPf\n\t/*0000*/ MOV R1, c[0x0][0x28] ;\n' ;;
   *) exit 2 ;;
@@ -374,6 +376,12 @@ TEST(GpuCheckCli, DryRunFailurePathsSayWhatFailedAndWhy) {
   EXPECT_EQ(stages.at("sass")["status"], "failed");
   EXPECT_NE(read_file(dir.file("work/logs/sass.log")).find("cuobjdump --dump-sass failed"),
             std::string::npos);
+  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only sass", &console, "FAKE_LIST_FAILURE=1"), 1)
+      << console;
+  EXPECT_EQ(stages_of(json::parse(read_file(dir.file("out/gpu-check.json")))).at("sass")["status"],
+            "failed");
+  EXPECT_NE(read_file(dir.file("work/logs/sass.log")).find("cuobjdump --list-elf failed"),
+            std::string::npos);
   EXPECT_EQ(stages.at("processes")["status"], "skipped");
   if (!mpirun_version().empty()) {
     EXPECT_NE(read_file(dir.file("work/logs/processes.log"))
@@ -381,14 +389,19 @@ TEST(GpuCheckCli, DryRunFailurePathsSayWhatFailedAndWhy) {
               std::string::npos);
   }
 
-  // 70 s of budget: memcheck (at least 60 s, 15 kept for the report) is skipped.
-  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only memcheck --budget 70", &console), 0)
+  // 50 s of budget, 15 kept for the report: racecheck (at least 45 s) and memcheck (60 s) are
+  // skipped.
+  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only racecheck,memcheck --budget 50", &console), 0)
       << console;
-  const json memcheck =
-      stages_of(json::parse(read_file(dir.file("out/gpu-check.json")))).at("memcheck");
-  EXPECT_EQ(memcheck["status"], "skipped") << memcheck.dump(1);
-  EXPECT_NE(memcheck["output_tail"].get<std::string>().find("the stage needs 60s"),
-            std::string::npos);
+  const std::map<std::string, json> short_of_time =
+      stages_of(json::parse(read_file(dir.file("out/gpu-check.json"))));
+  for (const auto& [name, needs] : {std::pair{"racecheck", "45s"}, std::pair{"memcheck", "60s"}}) {
+    const json& stage = short_of_time.at(name);
+    EXPECT_EQ(stage["status"], "skipped") << stage.dump(1);
+    EXPECT_NE(stage["output_tail"].get<std::string>().find(std::string("the stage needs ") + needs),
+              std::string::npos)
+        << stage.dump(1);
+  }
 
   // A test that crashes prints no FAILED line: the one that started last without a result is
   // rerun. And the budget's clock starts before the library search (here 4 s: the run
