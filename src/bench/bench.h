@@ -43,7 +43,10 @@ struct StepBenchOptions {
   bool json = false;   // one JSON object instead of the table
   bool forward_only = false;  // time the forward alone (no backward), e.g. against `sps eval`
   ops::Device device;         // the CPU unless --device says otherwise
-  ops::Precision precision = ops::Precision::fp32;
+  // Several precisions are timed in turn, `rounds` times over, each reported with the median
+  // of its rounds and its speed against the first: a fair ratio on a machine whose speed drifts.
+  std::vector<ops::Precision> precisions = {ops::Precision::fp32};
+  int rounds = 1;
 };
 
 void run_step_bench(const StepBenchOptions& options);

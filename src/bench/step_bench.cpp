@@ -17,25 +17,29 @@ namespace sps {
 
 namespace {
 
-// What one `bench step` run measured.
+// What one `bench step` run of one precision measured.
 struct StepMeasurement {
+  ops::Precision precision = ops::Precision::fp32;
   int64_t batch = 0, tokens = 0;
   std::string gemm_path;  // the backend's GEMMs, as it describes them
   std::string gemm_name;  // the GEMM rate's yardstick
   double gemm_gflops = 0;
-  double step_seconds = 0;  // median
-  double gflops = 0;
+  double step_seconds = 0;  // median (over the rounds: the median of each round's median)
+  std::vector<double> round_seconds;  // each round's median
+  double flops = 0, gflops = 0;
+  double speed_vs_first = 1;  // the first precision's step time over this one's
   StepResult result;       // the last timed step's
   double pairs_ratio = 0;  // attention pairs over dense causal ones
   int64_t activation_bytes = 0, peak_rss_bytes = 0, allocations_per_step = 0,
           library_allocations_per_step = 0;
 };
 
-StepMeasurement measure_step(const StepBenchOptions& o) {
+StepMeasurement measure_step(const StepBenchOptions& o, ops::Precision precision) {
   const ModelConfig& c = o.config;
   StepMeasurement m;
+  m.precision = precision;
   const int64_t B = m.batch = o.batch, T = m.tokens = o.tokens > 0 ? o.tokens : c.block_size;
-  const ops::Backend<float>& backend = ops::backend_for(o.device, o.precision);
+  const ops::Backend<float>& backend = ops::backend_for(o.device, precision);
   const bool on_cpu = ops::capabilities(o.device).host_memory;
   // The GEMM rate beside it: BLAS sgemm on the CPU; on a GPU the backend's own GEMM (cuBLASLt,
   // on bf16 operands with --precision bf16) at a size that fills it.
@@ -43,7 +47,7 @@ StepMeasurement measure_step(const StepBenchOptions& o) {
   m.gemm_gflops =
       on_cpu ? measure_sgemm_gflops(gemm_n, 3) : measure_backend_gemm_gflops(backend, gemm_n, 5);
   m.gemm_name = on_cpu ? fmt::format("sgemm {}³", gemm_n)
-                       : fmt::format("{} GEMM {}³", ops::precision_name(o.precision), gemm_n);
+                       : fmt::format("{} GEMM {}³", ops::precision_name(precision), gemm_n);
 
   Model<float> model(c, backend);
   model.init_weights(o.seed);
@@ -79,10 +83,10 @@ StepMeasurement measure_step(const StepBenchOptions& o) {
   m.library_allocations_per_step =
       (library_allocation_count() - library_allocations_before) / std::max(1, o.steps);
   m.step_seconds = median(seconds);
+  m.round_seconds = {m.step_seconds};
   // The backward costs twice the forward (model/flops.h).
-  const double flops =
-      training_step_flops(c, B, T, m.result.attention_pairs) / (o.forward_only ? 3 : 1);
-  m.gflops = flops / m.step_seconds / 1e9;
+  m.flops = training_step_flops(c, B, T, m.result.attention_pairs) / (o.forward_only ? 3 : 1);
+  m.gflops = m.flops / m.step_seconds / 1e9;
   m.pairs_ratio = double(m.result.attention_pairs) / dense_causal_pairs(c, B, T);
   m.activation_bytes = model.activation_bytes();
   m.peak_rss_bytes = peak_rss_bytes();
@@ -97,10 +101,12 @@ void print_step_json(const StepBenchOptions& o, const StepMeasurement& m) {
                             {"batch", m.batch},
                             {"tokens", m.tokens},
                             {"device", o.device.name()},
-                            {"precision", ops::precision_name(o.precision)},
+                            {"precision", ops::precision_name(m.precision)},
                             {"gemm_path", m.gemm_path},
                             {"threads", omp_get_max_threads()},
                             {"step_seconds", m.step_seconds},
+                            {"round_step_seconds", m.round_seconds},
+                            {"speed_vs_first", m.speed_vs_first},
                             {"tokens_per_second", double(m.batch * m.tokens) / m.step_seconds},
                             {"gflops", m.gflops},
                             {"gemm", m.gemm_name},
@@ -122,13 +128,14 @@ void print_step_table(const StepBenchOptions& o, const StepMeasurement& m) {
   fmt::print("family {} (w={})  L={} d={} H={} F={} V={}  params {:.2f}M\n", c.family,
              c.window_size, c.n_layer, c.hidden_size, c.n_head, c.intermediate_size,
              c.vocab_size, double(c.parameter_count()) / 1e6);
-  const char* precision = ops::precision_name(o.precision);
-  fmt::print("micro-batch {} x {} tokens, {}, median of {} {} after {} warm-up\n", m.batch,
+  const char* precision = ops::precision_name(m.precision);
+  fmt::print("micro-batch {} x {} tokens, {}, median of {} {} after {} warm-up{}\n", m.batch,
              m.tokens,
              ops::capabilities(o.device).host_memory
                  ? fmt::format("{} threads, {}", omp_get_max_threads(), precision)
                  : fmt::format("{} {}", o.device.name(), precision),
-             o.steps, o.forward_only ? "forwards (no backward)" : "steps", o.warmup);
+             o.steps, o.forward_only ? "forwards (no backward)" : "steps", o.warmup,
+             o.rounds > 1 ? fmt::format(", median of {} such rounds", o.rounds) : "");
   if (!m.gemm_path.empty()) fmt::print("  {}\n", m.gemm_path);
   fmt::print("  step time            {:.3f} s\n", m.step_seconds);
   fmt::print("  input tokens/s       {:.0f}\n", double(m.batch * m.tokens) / m.step_seconds);
@@ -147,11 +154,30 @@ void print_step_table(const StepBenchOptions& o, const StepMeasurement& m) {
 }  // namespace
 
 void run_step_bench(const StepBenchOptions& o) {
-  const StepMeasurement m = measure_step(o);
-  if (o.json)
-    print_step_json(o, m);
-  else
+  // Round by round, each precision in turn; a round's measurement replaces the one before,
+  // keeping the medians of all rounds.
+  std::vector<StepMeasurement> kept(o.precisions.size());
+  for (int round = 0; round < o.rounds; ++round)
+    for (size_t i = 0; i < o.precisions.size(); ++i) {
+      StepMeasurement m = measure_step(o, o.precisions[i]);
+      if (round > 0) m.round_seconds.insert(m.round_seconds.begin(), kept[i].round_seconds.begin(),
+                                            kept[i].round_seconds.end());
+      m.step_seconds = median(m.round_seconds);
+      m.gflops = m.flops / m.step_seconds / 1e9;
+      kept[i] = std::move(m);
+    }
+  for (StepMeasurement& m : kept) m.speed_vs_first = kept.front().step_seconds / m.step_seconds;
+  for (const StepMeasurement& m : kept) {
+    if (o.json) {
+      print_step_json(o, m);
+      continue;
+    }
     print_step_table(o, m);
+    if (kept.size() > 1)
+      fmt::print("  {:<21}{:.2f}x (rounds: {:.4f} s)\n",
+                 fmt::format("speed vs {}", ops::precision_name(kept.front().precision)),
+                 m.speed_vs_first, fmt::join(m.round_seconds, ", "));
+  }
 }
 
 }  // namespace sps

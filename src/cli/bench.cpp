@@ -229,16 +229,20 @@ void register_step_bench(CLI::App* bench) {
   step->add_flag("--json", options.json, "print one JSON object");
   step->add_flag("--forward-only", options.forward_only,
                  "time the forward alone (no backward; FLOPs count the forward only)");
+  step->add_option("--rounds", options.rounds,
+                   "rounds, each timing every --precision in turn; medians over the rounds")
+      ->check(CLI::Range(1, 100));
   const DeviceChoice& on = add_device_and_precision_options(
       step, "sps bench step",
-      "fp32 or bf16: the GEMMs on bf16 operands (on a GPU the attention's products too)",
+      "fp32 or bf16: the GEMMs on bf16 operands (on a GPU the attention's products too); a "
+      "list (fp32,bf16) times each in turn and gives each one's speed against the first",
       Bf16On::every_device);
   step->callback([&on] {
     options.config = load_model_config(config_path, overrides);
     if (options.tokens > options.config.block_size)
       fail("--tokens {} exceeds model.block_size {}", options.tokens, options.config.block_size);
     options.device = ops::parse_device(on.device, "--device");
-    options.precision = ops::parse_precision(on.precision, "--precision");
+    options.precisions = parse_precisions(on.precision);
     run_step_bench(options);
   });
 }

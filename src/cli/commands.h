@@ -3,6 +3,9 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
+
+#include "ops/device.h"
 
 namespace sps::cli {
 
@@ -32,6 +35,10 @@ enum class Bf16On { every_device, gpu_only };
 const DeviceChoice& add_device_and_precision_options(CLI::App* command, const std::string& name,
                                                      const std::string& precision_help,
                                                      Bf16On bf16_on);
+
+// --precision's value as a comma-separated list (`bench step --precision fp32,bf16`); the
+// commands that take one precision parse it whole, so a list there is refused in one line.
+std::vector<ops::Precision> parse_precisions(const std::string& list);
 
 // --device with --weight-type f32|bf16|int8, how an inference command holds the projection
 // weights (ops/weight_type.h; not f32 only on the CPU), and --kv-type f32|bf16, how it holds

@@ -41,10 +41,10 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra
     const ops::Device device = ops::parse_device(choice->device, "--device");
     ops::require_device(device, "--device", name);
     const ops::BackendCapabilities& can = ops::capabilities(device);
-    if (ops::parse_precision(choice->precision, "--precision") == ops::Precision::bf16 &&
-        !can.bf16_attention && bf16_on == Bf16On::gpu_only)
-      fail("--precision: bf16 here is the GPU's (--device cuda); on the CPU {} computes in fp32",
-           name);
+    for (const ops::Precision precision : parse_precisions(choice->precision))
+      if (precision == ops::Precision::bf16 && !can.bf16_attention && bf16_on == Bf16On::gpu_only)
+        fail("--precision: bf16 here is the GPU's (--device cuda); on the CPU {} computes in fp32",
+             name);
     if (ops::parse_weight_type(choice->weight_type, "--weight-type") != ops::WeightType::f32 &&
         !can.packed_weights)
       fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",
@@ -55,6 +55,15 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra
 }
 
 }  // namespace
+
+std::vector<ops::Precision> parse_precisions(const std::string& list) {
+  std::vector<ops::Precision> precisions;
+  size_t begin = 0;
+  for (size_t comma; (comma = list.find(',', begin)) != std::string::npos; begin = comma + 1)
+    precisions.push_back(ops::parse_precision(list.substr(begin, comma - begin), "--precision"));
+  precisions.push_back(ops::parse_precision(list.substr(begin), "--precision"));
+  return precisions;
+}
 
 const std::string& add_device_option(CLI::App* command, const std::string& name) {
   return add_choice(command, name, Extra::none).device;

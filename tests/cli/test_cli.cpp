@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -87,6 +89,43 @@ TEST(SpsCli, DeviceThatCannotRunIsOneLineAndStatus2) {
                  "attention computes in fp32\n");
   EXPECT_EQ(run_command(kSps + " bench gemm --precision fp16 2>&1", &out), 2);
   EXPECT_EQ(out, "sps: --precision: 'fp16' is not a precision; expected fp32 or bf16\n");
+  // A list is bench step's alone, and each entry is checked.
+  EXPECT_EQ(run_command(kSps + " bench gemm --precision fp32,bf16 2>&1", &out), 2);
+  EXPECT_EQ(out, "sps: --precision: 'fp32,bf16' is not a precision; expected fp32 or bf16\n");
+  EXPECT_EQ(run_command(kSps + " bench step --config " SPS_SOURCE_DIR
+                               "/configs/models/micro.yaml --precision fp32,fp16 2>&1",
+                        &out),
+            2);
+  EXPECT_EQ(out, "sps: --precision: 'fp16' is not a precision; expected fp32 or bf16\n");
+}
+
+// bench step --precision fp32,bf16 --rounds R: each precision timed in every round, reported
+// with the median of its rounds' medians and its speed against the first.
+TEST(SpsCli, BenchStepComparesPrecisionsOverRounds) {
+  std::string out;
+  ASSERT_EQ(run_command(kSps + " bench step --config " SPS_SOURCE_DIR
+                               "/configs/models/micro.yaml --batch 2 --warmup 1 --steps 1 "
+                               "--precision fp32,bf16 --rounds 3 --json",
+                        &out),
+            0)
+      << out;
+  std::vector<nlohmann::json> reports;
+  for (size_t begin = 0, end; (end = out.find('\n', begin)) != std::string::npos; begin = end + 1)
+    reports.push_back(nlohmann::json::parse(out.substr(begin, end - begin)));
+  ASSERT_EQ(reports.size(), 2u) << out;
+  EXPECT_EQ(reports[0]["precision"], "fp32");
+  EXPECT_EQ(reports[1]["precision"], "bf16");
+  for (const nlohmann::json& r : reports) {
+    std::vector<double> rounds = r["round_step_seconds"].get<std::vector<double>>();
+    ASSERT_EQ(rounds.size(), 3u) << r.dump();
+    std::sort(rounds.begin(), rounds.end());
+    EXPECT_EQ(r["step_seconds"].get<double>(), rounds[1]) << r.dump();
+  }
+  EXPECT_EQ(reports[0]["speed_vs_first"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(reports[1]["speed_vs_first"].get<double>(),
+                   reports[0]["step_seconds"].get<double>() / reports[1]["step_seconds"].get<double>());
+  // Both precisions compute the same loss up to bf16's rounding of the GEMM operands.
+  EXPECT_NEAR(reports[1]["loss"].get<double>(), reports[0]["loss"].get<double>(), 3e-2);
 }
 
 // bf16 on the CPU: the step and the GEMM benchmarks say which path the GEMMs take (the line
