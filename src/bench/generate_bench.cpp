@@ -363,9 +363,14 @@ void print_table_row(const BenchResult& r, const BenchResult& ref) {
              ratio(double(r.peak_rss), double(ref.peak_rss)));
 }
 
+// What other work took of the machine while the models ran: a number to trust the rates by.
+std::string others_text(double others) {
+  return others < 0 ? "unknown (no /proc)" : fmt::format("{:.0f}%", 100 * others);
+}
+
 void print_table_notes(const GenerateBenchOptions& o, const std::vector<BenchResult>& results,
                        const BenchResult& ref, const MachineRates& before,
-                       const MachineRates& after) {
+                       const MachineRates& after, double others) {
   fmt::print("ratios are to {}; KV = allocated cache (capacity P+N per row, plus the ring); "
              "BW bound = (weights + cache rows in use, read once per step) / copy bandwidth, "
              "FLOP bound = decode FLOPs (every slot's projections, the LM head, the attention "
@@ -377,6 +382,9 @@ void print_table_notes(const GenerateBenchOptions& o, const std::vector<BenchRes
              "{:.1f} GFLOP/s (the bounds take the larger of each)\n",
              ref.label, before.bandwidth / 1e9, after.bandwidth / 1e9, before.flops / 1e9,
              after.flops / 1e9);
+  fmt::print("other processes took {} of the CPUs' time while the models ran (a VM's steal "
+             "time included)\n",
+             others_text(others));
   if (o.interleave)
     fmt::print("interleaved: all models held at once, taking turns step by step; peak memory "
                "is the whole process's\n");
@@ -385,7 +393,7 @@ void print_table_notes(const GenerateBenchOptions& o, const std::vector<BenchRes
 }
 
 void print_json(const GenerateBenchOptions& o, const BenchResult& r, const BenchResult& ref,
-                const MachineRates& before, const MachineRates& after) {
+                const MachineRates& before, const MachineRates& after, double others) {
   const double bandwidth = std::max(before.bandwidth, after.bandwidth);
   const double flops = std::max(before.flops, after.flops);
   const nlohmann::json j = {
@@ -416,6 +424,7 @@ void print_json(const GenerateBenchOptions& o, const BenchResult& r, const Bench
       {"decode_fraction_of_flop_bound", r.flop_bound_fraction},
       {"decode_fraction_of_op_bound", r.op_bound_fraction},
       {"decode_bound", bound_name(r)},
+      {"other_cpu_share", others},
       {"reference", ref.label},
       {"decode_ratio", ratio(r.decode_tokens_per_second, ref.decode_tokens_per_second)},
       {"total_ratio", ratio(r.total_tokens_per_second, ref.total_tokens_per_second)},
@@ -436,7 +445,9 @@ void run_generate_bench(const GenerateBenchOptions& o) {
   const std::vector<int32_t> prompts = draw_bench_prompts(
       o.token_file, o.token_dtype, o.batch, o.prompt_tokens, o.models.front().config, o.seed);
   MachineRates after;
+  const CpuTimes cpu_before = cpu_times_now();
   const std::vector<BenchResult> results = time_models(o, prompts, backend, on_cpu, before, after);
+  const double others = others_cpu_share(cpu_before, cpu_times_now());
   // Ratios are to the first standard model, else each model's own.
   const BenchResult* reference = nullptr;
   for (const BenchResult& r : results)
@@ -444,13 +455,13 @@ void run_generate_bench(const GenerateBenchOptions& o) {
   for (const BenchResult& r : results) {
     const BenchResult& ref = reference ? *reference : r;
     if (o.json)
-      print_json(o, r, ref, before, after);
+      print_json(o, r, ref, before, after, others);
     else
       print_table_row(r, ref);
     std::fflush(stdout);
   }
   if (!o.json)
-    print_table_notes(o, results, reference ? *reference : results.front(), before, after);
+    print_table_notes(o, results, reference ? *reference : results.front(), before, after, others);
 }
 
 }  // namespace sps

@@ -109,6 +109,9 @@ std::string crossover_line(const GroupSummary& g) {
                      side, signed_fixed(end, 4));
 }
 
+// Other work's share of the CPUs above which a run's decode benchmark is flagged.
+constexpr double kSharedBenchmark = 0.10;
+
 std::string runs_table(const Cohort& c) {
   std::string md =
       "| run | seed | final val NLL | Corpus NLL | Task Acc | train tok/s (median) | peak MiB | "
@@ -120,6 +123,17 @@ std::string runs_table(const Cohort& c) {
                         percent(r->task_accuracy), fixed(r->train_tokens_per_second, 0),
                         mebibytes(r->peak_rss_bytes), fixed(r->documents_per_batch, 1),
                         fixed(r->decode_tokens_per_second, 1), mebibytes(r->kv_cache_bytes));
+  // Benchmarks that shared the machine (bench.json's other_cpu_share; older records lack it).
+  std::string shared;
+  for (const GroupSummary& g : c.groups)
+    for (const RunResults* r : g.runs)
+      if (r->bench_others_cpu_share >= kSharedBenchmark)
+        shared += fmt::format("{}{} ({:.0f}%)", shared.empty() ? "" : ", ", r->record.name,
+                              100 * r->bench_others_cpu_share);
+  if (!shared.empty())
+    md += fmt::format("\nDecode benchmarks timed while other processes took {:.0f}% or more of "
+                      "the CPUs: {}. Their decode tok/s are not clean; rerun each alone.\n",
+                      100 * kSharedBenchmark, shared);
   return md;
 }
 

@@ -133,6 +133,7 @@ void read_bench(RunResults& r, const std::string& path) {
     const json j = parse_object(line, where);
     r.decode_tokens_per_second = number_field(j, "decode_tokens_per_second", where);
     r.kv_cache_bytes = number_field(j, "kv_cache_allocated_bytes", where);
+    r.bench_others_cpu_share = optional_number(j, "other_cpu_share", where);
     return;
   }
   fail("{}: empty; expected the output of sps bench generate --json", path);

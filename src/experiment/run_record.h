@@ -46,6 +46,7 @@ struct RunResults {
   double documents_per_batch = kMissing;  // the trainer's figure (metrics.jsonl)
   double corpus_nll = kMissing, task_accuracy = kMissing;                 // eval.json
   double decode_tokens_per_second = kMissing, kv_cache_bytes = kMissing;  // bench.json
+  double bench_others_cpu_share = kMissing;  // other work's share of the CPUs while it ran
   std::vector<DecayedPoint> decayed;  // finished branches, ascending `from`
   bool partial = false;               // the run is not done: its curve so far
 };

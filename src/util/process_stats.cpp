@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "util/error.h"
 
@@ -84,6 +86,54 @@ void release_memory_pages(void* data, size_t bytes) {
   const uintptr_t from = (uintptr_t(data) + page - 1) / page * page;
   const uintptr_t to = (uintptr_t(data) + bytes) / page * page;
   if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+}
+
+namespace {
+
+std::string whole_file(const char* path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+CpuTimes parse_cpu_times(const std::string& proc_stat, const std::string& self_stat) {
+  CpuTimes t;
+  // "cpu  user nice system idle iowait irq softirq steal guest guest_nice": guest time is
+  // inside user already.
+  std::istringstream line(proc_stat.substr(0, proc_stat.find('\n')));
+  std::string label;
+  int64_t field[8];
+  if (!(line >> label) || label != "cpu") return t;
+  for (int64_t& v : field)
+    if (!(line >> v)) return t;
+  t.total = t.busy = 0;
+  for (int i = 0; i < 8; ++i) t.total += field[i];
+  t.busy = t.total - field[3] - field[4];
+  // After the command name in parentheses (which may hold spaces and parentheses): state,
+  // then fields 4 to 13, then utime and stime (fields 14 and 15 of proc(5)).
+  const size_t close = self_stat.rfind(')');
+  if (close == std::string::npos) return t;
+  std::istringstream rest(self_stat.substr(close + 1));
+  std::string skip;
+  for (int i = 3; i <= 13; ++i) rest >> skip;
+  int64_t utime = 0, stime = 0;
+  if (rest >> utime >> stime) t.own = utime + stime;
+  return t;
+}
+
+CpuTimes cpu_times_now() {
+  return parse_cpu_times(whole_file("/proc/stat"), whole_file("/proc/self/stat"));
+}
+
+double others_cpu_share(const CpuTimes& before, const CpuTimes& after) {
+  if (before.total < 0 || after.total < 0 || before.own < 0 || after.own < 0) return -1;
+  const int64_t total = after.total - before.total;
+  if (total <= 0) return -1;
+  const int64_t others = (after.busy - before.busy) - (after.own - before.own);
+  return std::clamp(double(others) / double(total), 0.0, 1.0);
 }
 
 }  // namespace sps

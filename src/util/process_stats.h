@@ -33,6 +33,21 @@ int64_t available_memory_bytes();
 void require_memory(__int128 bytes, const std::string& what,
                     int64_t available = available_memory_bytes(), const std::string& where = "");
 
+// How busy the machine was over an interval, from /proc/stat (every CPU's time, in clock
+// ticks) and /proc/self/stat (this process's): the share of all CPUs' time that other work
+// took, so that a benchmark says when it shared the machine. A VM's steal time (the host
+// running other guests) counts as other work. Unknown (-1) where /proc cannot be read.
+struct CpuTimes {
+  int64_t total = -1;  // every CPU's time, idle included
+  int64_t busy = -1;   // of it, not idle and not waiting for I/O (steal included)
+  int64_t own = -1;    // this process's user and system time
+};
+CpuTimes cpu_times_now();
+// The parts of the two files (exposed for tests): /proc/stat's first line, and /proc/self/stat.
+CpuTimes parse_cpu_times(const std::string& proc_stat, const std::string& self_stat);
+// Other work's share of all CPUs' time between two readings, in [0, 1]; -1 when unknown.
+double others_cpu_share(const CpuTimes& before, const CpuTimes& after);
+
 // Gives the whole pages inside [data, data + bytes) of private anonymous memory back to the
 // system: resident memory drops, and their contents read as zeros afterwards.
 void release_memory_pages(void* data, size_t bytes);

@@ -255,6 +255,31 @@ TEST(Report, OneSeedSaysTheTestsNeedTwo) {
   EXPECT_NE(md.find("| sps | 64 | 1 | 2.8900 | -0.1000 |"), std::string::npos) << md;
 }
 
+// A decode benchmark that other processes shared (bench.json's other_cpu_share ≥ 10%) is named
+// under the runs' table; records without the field, or below it, are not.
+TEST(Report, BenchmarksThatSharedTheMachineAreNamed) {
+  TempDir dir;
+  write_experiment(dir.path(), 1);
+  write_experiment_report(dir.path().string(), no_figures());
+  EXPECT_EQ(read_whole_file((dir.path() / "results.md").string()).find("Decode benchmarks timed"),
+            std::string::npos);
+  const auto add_share = [&](const std::string& run, double share) {
+    const fs::path bench = dir.path() / "runs" / run / "bench.json";
+    json j = json::parse(read_whole_file(bench.string()));
+    j["other_cpu_share"] = share;
+    write_whole_file(bench.string(), j.dump() + "\n");
+  };
+  add_share("tiny_standard_seed1", 0.05);
+  add_share("tiny_sps_w64_seed1", 0.234);
+  write_experiment_report(dir.path().string(), no_figures());
+  const std::string md = read_whole_file((dir.path() / "results.md").string());
+  EXPECT_NE(md.find("\nDecode benchmarks timed while other processes took 10% or more of the "
+                    "CPUs: tiny_sps_w64_seed1 (23%). Their decode tok/s are not clean; rerun each "
+                    "alone.\n"),
+            std::string::npos)
+      << md;
+}
+
 TEST(Report, SeedsWithoutSpreadLeaveTheTestsUndefined) {
   TempDir dir;
   for (int seed : {1, 2}) {

@@ -275,6 +275,9 @@ TEST(BenchGenerateCli, CheckpointFoldersAsEveryCommandTakesThem) {
   const auto& bw = j.at("copy_bandwidth_before_after");
   EXPECT_EQ(j.at("copy_bandwidth_bytes_per_second").get<double>(),
             std::max(bw.at(0).get<double>(), bw.at(1).get<double>()));
+  // What other processes took of the CPUs meanwhile: a share (Linux has /proc).
+  EXPECT_GE(j.at("other_cpu_share").get<double>(), 0.0) << out;
+  EXPECT_LE(j.at("other_cpu_share").get<double>(), 1.0) << out;
   // Each weight type given runs the checkpoint once, labelled with the type.
   EXPECT_EQ(run_command(bench + quote(f.checkpoint) + " --weight-type f32,bf16,int8 2>/dev/null", &out), 0)
       << out;
