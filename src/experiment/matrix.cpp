@@ -278,16 +278,16 @@ std::vector<PlannedRun> select_runs(const std::vector<PlannedRun>& runs,
   const auto matches = [](const std::string& pattern, const PlannedRun& run) {
     return ::fnmatch(pattern.c_str(), run.name.c_str(), 0) == 0;
   };
+  std::vector<std::string> names;
+  for (const PlannedRun& run : runs) names.push_back(run.name);
   for (const std::string& pattern : patterns)
-    if (std::none_of(runs.begin(), runs.end(), [&](const PlannedRun& r) { return matches(pattern, r); })) {
-      std::vector<std::string> names;
-      for (const PlannedRun& run : runs) names.push_back(run.name);
+    if (std::none_of(runs.begin(), runs.end(), [&](const auto& r) { return matches(pattern, r); }))
       fail("--only {}: no run of {} has that name (its runs: {})", pattern, source,
            fmt::join(names, ", "));
-    }
   std::vector<PlannedRun> kept;
   for (const PlannedRun& run : runs)
-    if (std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return matches(p, run); }))
+    if (std::any_of(patterns.begin(), patterns.end(),
+                    [&](const auto& pattern) { return matches(pattern, run); }))
       kept.push_back(run);
   return kept;
 }

@@ -122,8 +122,9 @@ TEST(SpsCli, BenchStepComparesPrecisionsOverRounds) {
     EXPECT_EQ(r["step_seconds"].get<double>(), rounds[1]) << r.dump();
   }
   EXPECT_EQ(reports[0]["speed_vs_first"].get<double>(), 1.0);
-  EXPECT_DOUBLE_EQ(reports[1]["speed_vs_first"].get<double>(),
-                   reports[0]["step_seconds"].get<double>() / reports[1]["step_seconds"].get<double>());
+  EXPECT_DOUBLE_EQ(
+      reports[1]["speed_vs_first"].get<double>(),
+      reports[0]["step_seconds"].get<double>() / reports[1]["step_seconds"].get<double>());
   // Both precisions compute the same loss up to bf16's rounding of the GEMM operands.
   EXPECT_NEAR(reports[1]["loss"].get<double>(), reports[0]["loss"].get<double>(), 3e-2);
 }

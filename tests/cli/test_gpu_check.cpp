@@ -376,7 +376,8 @@ TEST(GpuCheckCli, DryRunFailurePathsSayWhatFailedAndWhy) {
   EXPECT_EQ(stages.at("sass")["status"], "failed");
   EXPECT_NE(read_file(dir.file("work/logs/sass.log")).find("cuobjdump --dump-sass failed"),
             std::string::npos);
-  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only sass", &console, "FAKE_LIST_FAILURE=1"), 1)
+  EXPECT_EQ(
+      run_check(dir, "--bundle '" + bundle + "' --only sass", &console, "FAKE_LIST_FAILURE=1"), 1)
       << console;
   EXPECT_EQ(stages_of(json::parse(read_file(dir.file("out/gpu-check.json")))).at("sass")["status"],
             "failed");
@@ -391,7 +392,9 @@ TEST(GpuCheckCli, DryRunFailurePathsSayWhatFailedAndWhy) {
 
   // 50 s of budget, 15 kept for the report: racecheck (at least 45 s) and memcheck (60 s) are
   // skipped.
-  EXPECT_EQ(run_check(dir, "--bundle '" + bundle + "' --only racecheck,memcheck --budget 50", &console), 0)
+  EXPECT_EQ(
+      run_check(dir, "--bundle '" + bundle + "' --only racecheck,memcheck --budget 50", &console),
+      0)
       << console;
   const std::map<std::string, json> short_of_time =
       stages_of(json::parse(read_file(dir.file("out/gpu-check.json"))));

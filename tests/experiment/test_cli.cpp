@@ -211,14 +211,11 @@ TEST(ExperimentCli, DryRunListsRunsWithoutRunning) {
   EXPECT_NE(log.find(" train --config configs/experiments/tiny_standard.yaml"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(out));
   // --only narrows the plan to the named runs; a pattern that names none is refused.
-  ASSERT_EQ(run(home.experiment("run experiments/smoke.yaml --dry-run --only '*_seed2' --out " + out.string()),
-                &log),
-            0)
-      << log;
+  const std::string smoke = "run experiments/smoke.yaml --out " + out.string();
+  ASSERT_EQ(run(home.experiment(smoke + " --dry-run --only '*_seed2'"), &log), 0) << log;
   EXPECT_NE(log.find("2 runs"), std::string::npos) << log;
   EXPECT_EQ(log.find("_seed1"), std::string::npos) << log;
-  EXPECT_EQ(run(home.experiment("run experiments/smoke.yaml --only tiny_sps_seed2 --out " + out.string()), &log), 2)
-      << log;
+  EXPECT_EQ(run(home.experiment(smoke + " --only tiny_sps_seed2"), &log), 2) << log;
   EXPECT_NE(log.find("--only tiny_sps_seed2: no run of"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(out));
 }

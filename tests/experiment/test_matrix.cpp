@@ -74,15 +74,16 @@ TEST(Matrix, OnlyKeepsTheMatchingRunsInMatrixOrder) {
   };
   EXPECT_EQ(names(select_runs(runs, {}, "m.yaml")).size(), 6u);
   EXPECT_EQ(names(select_runs(runs, {"*_seed3", "tiny_standard_seed1"}, "m.yaml")),
-            (std::vector<std::string>{"tiny_standard_seed1", "tiny_standard_seed3", "tiny_sps_w64_seed3"}));
+            (std::vector<std::string>{"tiny_standard_seed1", "tiny_standard_seed3",
+                                      "tiny_sps_w64_seed3"}));
   try {
     select_runs(runs, {"*_seed3", "tiny_sps_seed3"}, "m.yaml");
     ADD_FAILURE() << "a pattern matching no run was accepted";
   } catch (const UserError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "--only tiny_sps_seed3: no run of m.yaml has that name (its runs: tiny_standard_seed1, "
-              "tiny_standard_seed2, tiny_standard_seed3, tiny_sps_w64_seed1, tiny_sps_w64_seed2, "
-              "tiny_sps_w64_seed3)");
+              "--only tiny_sps_seed3: no run of m.yaml has that name (its runs: "
+              "tiny_standard_seed1, tiny_standard_seed2, tiny_standard_seed3, "
+              "tiny_sps_w64_seed1, tiny_sps_w64_seed2, tiny_sps_w64_seed3)");
   }
 }
 
