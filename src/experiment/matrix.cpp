@@ -24,7 +24,8 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> kMatrixKeys = {"recipe", "families", "windows",   "seeds",
                                               "scales", "tokens",   "overrides", "eval",
-                                              "bench",  "parallel", "decay"};
+                                              "bench",  "parallel", "decay",
+                                              "bench_tries"};
 
 YAML::Node sequence(const YAML::Node& root, const char* key, const std::string& source,
                     bool required) {
@@ -204,6 +205,12 @@ ExperimentMatrix parse_matrix(const std::string& text, const std::string& source
   m.eval_args = strings(root, "eval", source, false);
   m.bench = root["bench"].IsDefined();
   if (m.bench && !root["bench"].IsNull()) m.bench_args = strings(root, "bench", source, false);
+  if (root["bench_tries"]) {
+    m.bench_tries = yaml_int(root["bench_tries"], source, "bench_tries");
+    if (m.bench_tries < 1 || m.bench_tries > 10)
+      fail("{}: bench_tries: expected an integer from 1 to 10, got {}", source, m.bench_tries);
+    if (!m.bench) fail("{}: bench_tries: there is no bench section to try again", source);
+  }
   if (root["parallel"]) {
     m.parallel = yaml_int(root["parallel"], source, "parallel");
     if (m.parallel < 1) fail("{}: parallel: expected an integer >= 1, got {}", source, m.parallel);

@@ -33,6 +33,7 @@ struct ExperimentMatrix {
   std::vector<std::string> eval_args;           // passed to `sps eval`
   bool bench = false;                           // a `bench:` section was given
   std::vector<std::string> bench_args;          // passed to `sps bench generate`
+  int64_t bench_tries = 1;  // tries of a benchmark that other work shared (run_record.h)
   int64_t parallel = 1;                         // runs side by side
   DecayBranches decay;                          // the `decay:` section
 };

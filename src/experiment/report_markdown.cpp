@@ -109,9 +109,6 @@ std::string crossover_line(const GroupSummary& g) {
                      side, signed_fixed(end, 4));
 }
 
-// Other work's share of the CPUs above which a run's decode benchmark is flagged.
-constexpr double kSharedBenchmark = 0.10;
-
 std::string runs_table(const Cohort& c) {
   std::string md =
       "| run | seed | final val NLL | Corpus NLL | Task Acc | train tok/s (median) | peak MiB | "
@@ -127,13 +124,13 @@ std::string runs_table(const Cohort& c) {
   std::string shared;
   for (const GroupSummary& g : c.groups)
     for (const RunResults* r : g.runs)
-      if (r->bench_others_cpu_share >= kSharedBenchmark)
+      if (r->bench_others_cpu_share >= kSharedBenchmarkShare)
         shared += fmt::format("{}{} ({:.0f}%)", shared.empty() ? "" : ", ", r->record.name,
                               100 * r->bench_others_cpu_share);
   if (!shared.empty())
     md += fmt::format("\nDecode benchmarks timed while other processes took {:.0f}% or more of "
                       "the CPUs: {}. Their decode tok/s are not clean; rerun each alone.\n",
-                      100 * kSharedBenchmark, shared);
+                      100 * kSharedBenchmarkShare, shared);
   return md;
 }
 

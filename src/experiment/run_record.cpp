@@ -163,6 +163,12 @@ void read_decayed(RunResults& r, const fs::path& dir) {
 
 }  // namespace
 
+double benchmark_others_share(const std::string& bench_json) {
+  RunResults r;
+  read_bench(r, bench_json);
+  return r.bench_others_cpu_share;
+}
+
 std::string decay_folder_name(int64_t from) { return fmt::format("decay_{}", from); }
 
 RunRecord read_run_record(const std::string& path) {

@@ -35,6 +35,14 @@ struct DecayedPoint {
   double val_nll = 0;
 };
 
+// A decode benchmark is taken as shared with other work when other processes took at least
+// this share of the CPUs while it ran (bench.json's other_cpu_share): the runner times it
+// again, and the report names it.
+constexpr double kSharedBenchmarkShare = 0.10;
+
+// bench.json's other_cpu_share; NaN when the file or the field (older records) is absent.
+double benchmark_others_share(const std::string& bench_json);
+
 // A run's numbers; NaN where the file that holds them is absent.
 struct RunResults {
   static constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();

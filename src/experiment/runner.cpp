@@ -148,6 +148,17 @@ class ProgressLog {
 
 enum class Outcome { done, skipped, failed, stopped };
 
+// Waits `length` (a second at most per look) unless a stop is asked for; false if one was.
+bool pause_unless_stopped(Clock::duration length) {
+  const auto end = Clock::now() + length;
+  while (Clock::now() < end) {
+    if (stop_requested()) return false;
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(end - Clock::now(), std::chrono::seconds(1)));
+  }
+  return !stop_requested();
+}
+
 struct Stage {
   const char* status;  // run.json status while it runs
   const char* program;
@@ -230,28 +241,54 @@ class Runner {
                         (dir / "bench.json").string(), ""});
     for (const Stage& stage : stages) {
       write_run_json(dir, run, stage.status, "");
-      ChildCommand child;
-      child.argv = stage.argv;
-      child.extra_env = child_env_;
-      const std::string log = (dir / stage.log).string();
-      child.stdout_path = stage.output.empty() ? log : stage.output + ".partial";
-      child.stderr_path = stage.output.empty() ? "" : log;
-      const ChildResult result = run_child(child);
-      if (stop_requested()) {
-        progress_.event("stopped", index, run, fmt::format("{} interrupted; rerun to resume", stage.status));
-        return Outcome::stopped;
+      // The benchmark is timed again while other work shares the machine (the matrix's
+      // bench_tries in all, each after a pause as long as the try took); the least shared
+      // try is kept.
+      double kept_share = 0;
+      for (int attempt = 1;; ++attempt) {
+        const auto t_stage = Clock::now();
+        ChildCommand child;
+        child.argv = stage.argv;
+        child.extra_env = child_env_;
+        const std::string log = (dir / stage.log).string();
+        child.stdout_path = stage.output.empty() ? log : stage.output + ".partial";
+        child.stderr_path = stage.output.empty() ? "" : log;
+        const ChildResult result = run_child(child);
+        if (stop_requested()) {
+          progress_.event("stopped", index, run,
+                          fmt::format("{} interrupted; rerun to resume", stage.status));
+          return Outcome::stopped;
+        }
+        std::string error;
+        if (!result.ok())
+          error = fmt::format("{} {}; see {}: {}", stage.program, result.describe(), log,
+                              last_line_of(log));
+        else if (!stage.checkpoint.empty() && !fs::exists(stage.checkpoint))
+          error =
+              fmt::format("sps train ended without {}; see {}", stage.checkpoint.string(), log);
+        if (!error.empty()) {
+          write_run_json(dir, run, "failed", error);
+          progress_.event("failed", index, run, error);
+          return Outcome::failed;
+        }
+        if (stage.output.empty()) break;
+        const double share = benchmark_others_share(stage.output + ".partial");
+        if (attempt == 1 || share < kept_share) {
+          fs::rename(stage.output + ".partial", stage.output);
+          kept_share = share;
+        } else {
+          fs::remove(stage.output + ".partial");
+        }
+        if (!(kept_share >= kSharedBenchmarkShare) || attempt >= matrix_.bench_tries) break;
+        progress_.event("retiming", index, run,
+                        fmt::format("other processes took {:.0f}% of the CPUs during the decode "
+                                    "benchmark; timing it again ({} of {})",
+                                    100 * kept_share, attempt + 1, matrix_.bench_tries));
+        if (!pause_unless_stopped(Clock::now() - t_stage)) {
+          progress_.event("stopped", index, run, "benchmarking interrupted; rerun to resume");
+          return Outcome::stopped;
+        }
       }
-      std::string error;
-      if (!result.ok())
-        error = fmt::format("{} {}; see {}: {}", stage.program, result.describe(), log, last_line_of(log));
-      else if (!stage.checkpoint.empty() && !fs::exists(stage.checkpoint))
-        error = fmt::format("sps train ended without {}; see {}", stage.checkpoint.string(), log);
-      if (!error.empty()) {
-        write_run_json(dir, run, "failed", error);
-        progress_.event("failed", index, run, error);
-        return Outcome::failed;
-      }
-      if (!stage.output.empty()) fs::rename(stage.output + ".partial", stage.output);
     }
     write_run_json(dir, run, "done", "");
     progress_.event("done", index, run, "", std::chrono::duration<double>(Clock::now() - t0).count());
