@@ -58,21 +58,16 @@ AttentionTiming time_attention(const ops::Backend<float>& backend, ops::Attentio
   doc_start.upload(layout.doc_start, tokens);
   layout.doc = doc.data();
   layout.doc_start = doc_start.data();
-  // A download returns once every earlier op has finished: the clock stops after the op.
-  const auto finish = [&] {
-    float probe;
-    backend.download(&probe, dqkv.data(), sizeof(probe));
-  };
   AttentionTiming timing;
   std::vector<double> forward, backward;
   for (int r = 0; r <= repeats; ++r) {  // run 0 warms up caches and scratch
     const double t0 = now_seconds();
     timing.pairs = backend.attention_forward(out.data(), lse.data(), qkv.data(), layout);
-    finish();
+    wait_for_backend(backend, dqkv.data());
     const double t1 = now_seconds();
     backend.attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
                                layout);
-    finish();
+    wait_for_backend(backend, dqkv.data());
     const double t2 = now_seconds();
     if (r > 0) forward.push_back(t1 - t0), backward.push_back(t2 - t1);
   }
@@ -173,10 +168,6 @@ double time_decode(const ops::Backend<float>& backend, ops::DecodeAttentionLayou
   layout.persistent_end = device_counts.data();
   layout.ring_len = layout.ring_len ? device_counts.data() + B : nullptr;
   layout.ring_next = layout.ring_next ? device_counts.data() + 2 * B : nullptr;
-  const auto finish = [&] {  // a download returns once every earlier op has finished
-    float probe;
-    backend.download(&probe, out.data(), sizeof(probe));
-  };
   std::vector<double> seconds;
   for (int r = 0; r <= repeats; ++r) {  // run 0 warms up
     const double t0 = now_seconds();
@@ -189,7 +180,7 @@ double time_decode(const ops::Backend<float>& backend, ops::DecodeAttentionLayou
         backend.attention_decode(out.data(), qkv.data(), f32[4 * l].data(), f32[4 * l + 1].data(),
                                  f32[4 * l + 2].data(), f32[4 * l + 3].data(), layout);
     }
-    finish();
+    wait_for_backend(backend, out.data());
     if (r > 0) seconds.push_back(now_seconds() - t0);
   }
   return median(seconds);

@@ -11,6 +11,15 @@
 
 namespace sps {
 
+// Returns once every op issued on `backend` before it has finished: a download of one element
+// of `buffer` (device memory of that backend) waits for them, so a clock read after it has
+// timed the ops, on a GPU too.
+template <typename T>
+void wait_for_backend(const ops::Backend<float>& backend, const T* buffer) {
+  T probe{};
+  backend.download(&probe, buffer, sizeof probe);
+}
+
 // Median sgemm rate (GFLOP/s) of C[n,n] = A·Bᵀ over `repeats` runs, after one warm-up.
 double measure_sgemm_gflops(int64_t n, int repeats);
 

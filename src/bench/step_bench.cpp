@@ -65,8 +65,7 @@ StepMeasurement measure_step(const StepBenchOptions& o, ops::Precision precision
   const auto step_once = [&] {
     const StepResult r = o.forward_only ? model.forward(x.data(), y.data(), B, T)
                                         : model.forward_backward(x.data(), y.data(), B, T);
-    float probe = 0;
-    backend.download(&probe, model.weights(), sizeof probe);
+    wait_for_backend(backend, model.weights());
     return r;
   };
   for (int i = 0; i < o.warmup; ++i) m.result = step_once();
