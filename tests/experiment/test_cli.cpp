@@ -204,8 +204,8 @@ TEST(ExperimentCli, SigtermMidRunLeavesItResumable) {
 }
 
 // With bench_tries, a decode benchmark that other processes shared (here threads spinning on a
-// quarter of the CPUs) is timed again after a pause, up to that many tries, and the least
-// shared is kept; the report names it still shared.
+// quarter of the CPUs) is timed again after a pause, up to that many tries (two here, to keep
+// the test short), and the least shared is kept; the report names it still shared.
 TEST(ExperimentCli, ABenchmarkThatSharedTheMachineIsTimedAgain) {
   SmokeHome home;
   const fs::path out = home.dir.path() / "experiment";
@@ -213,7 +213,7 @@ TEST(ExperimentCli, ABenchmarkThatSharedTheMachineIsTimedAgain) {
   matrix.replace(matrix.find("recipe: .."), 10, "recipe: " + kSource);
   matrix.replace(matrix.find("parallel: 2"), 11, "parallel: 1");
   write_whole_file(home.dir.file("once.yaml"), matrix);
-  write_whole_file(home.dir.file("retry.yaml"), matrix + "bench_tries: 3\n");
+  write_whole_file(home.dir.file("retry.yaml"), matrix + "bench_tries: 2\n");
   const auto command = [&](const std::string& yaml) {
     return home.experiment("run " + home.dir.file(yaml) + " --only tiny_standard_seed1 --out " +
                            out.string());
@@ -237,8 +237,8 @@ TEST(ExperimentCli, ABenchmarkThatSharedTheMachineIsTimedAgain) {
   stop = true;
   for (std::thread& t : spinners) t.join();
   ASSERT_EQ(status, 0) << log;
-  EXPECT_NE(log.find("timing it again (2 of 3)"), std::string::npos) << log;
-  EXPECT_NE(log.find("timing it again (3 of 3)"), std::string::npos) << log;
+  EXPECT_NE(log.find("timing it again (2 of 2)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("timing it again (3 of"), std::string::npos) << log;
   EXPECT_EQ(read_json(run_dir / "run.json")["status"], "done");
   EXPECT_FALSE(fs::exists(run_dir / "bench.json.partial"));
   EXPECT_GE(read_json(run_dir / "bench.json")["other_cpu_share"].get<double>(), 0.10);
