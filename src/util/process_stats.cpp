@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace sps {
 
@@ -88,17 +88,6 @@ void release_memory_pages(void* data, size_t bytes) {
   if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
-namespace {
-
-std::string whole_file(const char* path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
-
 CpuTimes parse_cpu_times(const std::string& proc_stat, const std::string& self_stat) {
   CpuTimes t;
   // "cpu  user nice system idle iowait irq softirq steal guest guest_nice": guest time is
@@ -125,7 +114,11 @@ CpuTimes parse_cpu_times(const std::string& proc_stat, const std::string& self_s
 }
 
 CpuTimes cpu_times_now() {
-  return parse_cpu_times(whole_file("/proc/stat"), whole_file("/proc/self/stat"));
+  try {
+    return parse_cpu_times(read_file("/proc/stat"), read_file("/proc/self/stat"));
+  } catch (const UserError&) {
+    return {};  // no /proc: unknown
+  }
 }
 
 double others_cpu_share(const CpuTimes& before, const CpuTimes& after) {
