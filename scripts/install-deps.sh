@@ -10,7 +10,7 @@ packages=(
   libxxhash-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev
-  libboost-dev
+  libboost-dev libboost-context-dev
   clang libclang-rt-14-dev
   gnuplot-nox jq
   python3-dev pybind11-dev python3-numpy python3-pytest python3-tqdm

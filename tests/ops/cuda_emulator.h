@@ -1,8 +1,8 @@
 #pragma once
 // Runs a CUDA kernel's source on the CPU, so that the kernels written in the subset below
 // (ops/cuda/*.cuh) are tested on every build, GPU or not. One block at a time; each thread of
-// the block is a fiber (ucontext) on the calling thread, and __syncthreads and warp shuffles
-// switch fibers. Between two barriers the threads run one after another in a random order,
+// the block is a fiber (Boost.Context: a switch is a few instructions, no system call) on the
+// calling thread, and __syncthreads and warp shuffles switch fibers. Between two barriers the threads run one after another in a random order,
 // and shared memory starts as NaN, so a read that misses a barrier sees another thread's
 // stale or unwritten data and fails the test rather than passing by luck.
 //
@@ -13,7 +13,7 @@
 // the fiber switches are announced to it, so the sanitizer build checks every global and
 // shared-memory access of the kernels too. Slow (a fiber switch per thread and barrier):
 // for test shapes.
-#include <ucontext.h>
+#include <boost/context/fiber.hpp>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -56,8 +57,8 @@ struct Barrier {
 };
 
 struct Fiber {
-  ucontext_t context{};
-  std::vector<char> stack;
+  boost::context::fiber context;  // while switched out: where it resumes
+  char* stack = nullptr;  // kStackBytes from fiber_stack()
   bool done = false;
   void* fake_stack = nullptr;  // AddressSanitizer's, kept while the fiber is switched out
 };
@@ -66,7 +67,7 @@ struct Fiber {
 struct Block {
   std::vector<Fiber> fibers;
   std::vector<uint32_t> warp_words;  // [thread][kWords] words a warp-wide op exchanges
-  ucontext_t scheduler{};
+  boost::context::fiber scheduler;  // while a fiber runs: where it switches back to
   int current = -1;
   Barrier block_barrier;
   std::vector<Barrier> warp_barriers;
@@ -78,6 +79,16 @@ struct Block {
   size_t scheduler_stack_size = 0;
 };
 inline Block* running = nullptr;
+constexpr size_t kStackBytes = 256 * 1024;
+
+// The fibers' stacks, allocated once and reused by every launch: zeroing a fresh 256 KiB per
+// thread and launch took longer than the kernels.
+inline char* fiber_stack(int thread) {
+  static std::vector<std::unique_ptr<char[]>> stacks;
+  while (int(stacks.size()) <= thread)
+    stacks.push_back(std::make_unique_for_overwrite<char[]>(kStackBytes));
+  return stacks[thread].get();
+}
 constexpr int kWords = 10;  // a lane's inputs to one mma: 4 + 2 registers, 4 floats
 
 // AddressSanitizer follows the switches between stacks (its fiber annotations); nothing
@@ -102,7 +113,7 @@ inline void yield() {
   Block& b = *running;
   Fiber& fiber = b.fibers[b.current];
   before_switch(&fiber.fake_stack, b.scheduler_stack, b.scheduler_stack_size);
-  swapcontext(&fiber.context, &b.scheduler);
+  b.scheduler = std::move(b.scheduler).resume();
   after_switch(fiber.fake_stack, &b.scheduler_stack, &b.scheduler_stack_size);
 }
 
@@ -117,34 +128,41 @@ inline void arrive(Barrier& barrier, int expected) {
   while (barrier.generation == generation) yield();
 }
 
-// Runs fiber t of the running block until it waits or ends. Not inlined: swapcontext returns
-// twice, and the caller's loop variables must not live across it.
-[[gnu::noinline]] inline void resume(int t) {
+// Runs fiber t of the running block until it waits or ends.
+inline void resume(int t) {
   Block& b = *running;
   b.current = t;
   threadIdx = {unsigned(t), 0, 0};
   void* fake_stack = nullptr;
-  before_switch(&fake_stack, b.fibers[t].stack.data(), b.fibers[t].stack.size());
-  swapcontext(&b.scheduler, &b.fibers[t].context);
+  before_switch(&fake_stack, b.fibers[t].stack, kStackBytes);
+  b.fibers[t].context = std::move(b.fibers[t].context).resume();
   after_switch(fake_stack, nullptr, nullptr);
 }
 
-inline void start_fiber() {
-  after_switch(nullptr, &running->scheduler_stack, &running->scheduler_stack_size);
-  running->body();
-  running->fibers[running->current].done = true;
-  before_switch(nullptr, running->scheduler_stack, running->scheduler_stack_size);
-}  // returns to the scheduler through uc_link
+// Hands a fiber its stack from fiber_stack().
+struct BorrowedStack {
+  char* stack;
+  boost::context::stack_context allocate() {
+    boost::context::stack_context context;
+    context.size = kStackBytes;
+    context.sp = stack + kStackBytes;
+    return context;
+  }
+  void deallocate(boost::context::stack_context&) noexcept {}
+};
 
-// Makes `fiber` start the running block's body from its beginning (not inlined: getcontext
-// returns twice too).
-[[gnu::noinline]] inline void start(Fiber& fiber) {
+// Makes `fiber` start the running block's body from its beginning at its next resume.
+inline void start(Fiber& fiber) {
   fiber.done = false;
-  getcontext(&fiber.context);
-  fiber.context.uc_stack.ss_sp = fiber.stack.data();
-  fiber.context.uc_stack.ss_size = fiber.stack.size();
-  fiber.context.uc_link = &running->scheduler;
-  makecontext(&fiber.context, start_fiber, 0);
+  fiber.context = boost::context::fiber(
+      std::allocator_arg, BorrowedStack{fiber.stack}, [](boost::context::fiber&& scheduler) {
+        running->scheduler = std::move(scheduler);
+        after_switch(nullptr, &running->scheduler_stack, &running->scheduler_stack_size);
+        running->body();
+        running->fibers[running->current].done = true;
+        before_switch(nullptr, running->scheduler_stack, running->scheduler_stack_size);
+        return std::move(running->scheduler);
+      });
 }
 
 // Runs kernel(args...) over grid × block threads with `shared_bytes` of dynamic shared memory.
@@ -152,11 +170,10 @@ template <typename... Params, typename... Args>
 void launch(dim3 grid, dim3 block, size_t shared_bytes, void (*kernel)(Params...), Args... args) {
   if (block.y != 1 || block.z != 1 || block.x % 32 != 0)
     throw std::invalid_argument("cuda_emulator: blocks are 1-D and whole warps");
-  constexpr size_t kStack = 256 * 1024;
   const int threads = int(block.x), warps = threads / 32;
   Block b;
   b.fibers.resize(threads);
-  for (Fiber& fiber : b.fibers) fiber.stack.resize(kStack);
+  for (int t = 0; t < threads; ++t) b.fibers[t].stack = fiber_stack(t);
   b.warp_barriers.resize(warps);
   b.warp_slots.resize(threads);
   b.warp_words.resize(size_t(threads) * kWords);

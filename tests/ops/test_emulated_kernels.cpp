@@ -14,7 +14,9 @@
 // - AdamW over many ranges in one launch (ops/cuda/adamw.cuh) against the CPU's update;
 // - the reference attention kernels (ops/cuda/attention_reference.cuh: heads above the
 //   blocked kernels', decode chunks of several tokens) against the dense double reference
-//   and the CPU backend's decode attention.
+//   and the CPU backend's decode attention;
+// - the emulator itself: a read of another thread's shared-memory write sees it after a
+//   barrier and is caught without one.
 #include "cuda_emulator.h"  // first: the CUDA keywords the kernel source uses
 #include "ops/cuda/adamw.cuh"
 #include "ops/cuda/attention_reference.cuh"
@@ -41,6 +43,34 @@ namespace {
 
 namespace tiled = ops::cuda::tiled;
 using testing::max_relative_error;
+
+// Each thread writes its index to shared memory and reads its neighbour's, with or without a
+// barrier in between.
+__global__ void read_neighbour_kernel(float* seen, bool barrier) {
+  float* shared = dynamic_shared_floats();
+  const int t = int(threadIdx.x), n = int(blockDim.x);
+  shared[t] = float(t + 100 * blockIdx.x);
+  if (barrier) __syncthreads();
+  seen[blockIdx.x * n + t] = shared[(t + 1) % n];
+}
+
+TEST(CudaEmulator, ABarrierOrdersSharedMemoryAndAMissingOneIsCaught) {
+  const int blocks = 3, threads = 64;
+  for (const bool barrier : {true, false}) {
+    SCOPED_TRACE(barrier ? "with the barrier" : "without it");
+    std::vector<float> seen(blocks * threads, -1.0f);
+    cuda_emulator::launch(dim3{blocks, 1, 1}, dim3{threads, 1, 1}, threads * sizeof(float),
+                          read_neighbour_kernel, seen.data(), barrier);
+    int right = 0;
+    for (int b = 0; b < blocks; ++b)
+      for (int t = 0; t < threads; ++t)
+        right += seen[b * threads + t] == float((t + 1) % threads + 100 * b);
+    if (barrier)
+      EXPECT_EQ(right, blocks * threads);
+    else  // threads run one by one in a random order: about half read before their neighbour
+      EXPECT_LT(right, blocks * threads * 3 / 4);
+  }
+}
 
 struct Outputs {
   std::vector<float> out, lse, dqkv;
