@@ -134,30 +134,5 @@ TEST(BpeTraining, TrainedTokenizerRoundTripsAndSaves) {
   EXPECT_EQ(loaded.eos_id(), 699u);
 }
 
-TEST(BpeTraining, CliTrainsLoadsAndRefusesToOverwrite) {
-  testing::TempDir dir;
-  testing::write_whole_file(dir / "a.txt", "hug hug hug pug pun");
-  testing::write_whole_file(dir / "b.txt", " bun hugs");
-  const std::string sps = std::string("'") + SPS_BINARY + "'";
-  const std::string out = dir / "tok.tiktoken";
-  std::string log;
-  ASSERT_EQ(testing::run_command(sps + " tokenizer train '" + (dir / "a.txt") + "' '" + (dir / "b.txt") +
-                                   "' --vocab-size 267 --out '" + out + "' 2>&1", &log), 0) << log;
-  EXPECT_NE(log.find("EOS 266"), std::string::npos) << log;
-  std::string ids;
-  ASSERT_EQ(testing::run_command("printf 'hug hug hug pug pun bun hugs' | " + sps +
-                                   " tokenizer encode --tokenizer '" + out + "'", &ids), 0);
-  EXPECT_EQ(ids, "257 258 258 263 264 265 262\n");
-  EXPECT_EQ(testing::run_command(sps + " tokenizer train '" + dir.path().string() + "' --vocab-size 267 --out '" +
-                                   out + "' 2>&1", &log), 2);
-  EXPECT_NE(log.find("--overwrite"), std::string::npos) << log;
-  EXPECT_EQ(testing::run_command(sps + " tokenizer train '" + (dir / "nope") + "' --out '" +
-                                   (dir / "x") + "' 2>&1", &log), 2);
-  EXPECT_NE(log.find("nope: no such file"), std::string::npos) << log;
-  EXPECT_EQ(testing::run_command(sps + " tokenizer train '" + dir.path().string() + "' --vocab-size 5000 --out '" +
-                                   (dir / "y") + "' 2>&1", &log), 2);
-  EXPECT_NE(log.find("too small"), std::string::npos) << log;
-}
-
 }  // namespace
 }  // namespace sps

@@ -1,4 +1,4 @@
-// `sps tokenizer encode|decode` from the shell.
+// `sps tokenizer train|encode|decode` from the shell.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -74,6 +74,31 @@ TEST(TokenizerCli, OneTrainerPerOutputFile) {
   }
   EXPECT_EQ(run_command(command, &out), 0) << out;
   EXPECT_FALSE(std::filesystem::exists(out_file + ".lock"));
+}
+
+TEST(TokenizerCli, TrainsLoadsAndRefusesToOverwrite) {
+  TempDir dir;
+  testing::write_whole_file(dir / "a.txt", "hug hug hug pug pun");
+  testing::write_whole_file(dir / "b.txt", " bun hugs");
+  const std::string sps = "'" + kSps + "'";
+  const std::string out = dir / "tok.tiktoken";
+  std::string log;
+  ASSERT_EQ(run_command(sps + " tokenizer train '" + (dir / "a.txt") + "' '" + (dir / "b.txt") +
+                                   "' --vocab-size 267 --out '" + out + "' 2>&1", &log), 0) << log;
+  EXPECT_NE(log.find("EOS 266"), std::string::npos) << log;
+  std::string ids;
+  ASSERT_EQ(run_command("printf 'hug hug hug pug pun bun hugs' | " + sps +
+                                   " tokenizer encode --tokenizer '" + out + "'", &ids), 0);
+  EXPECT_EQ(ids, "257 258 258 263 264 265 262\n");
+  EXPECT_EQ(run_command(sps + " tokenizer train '" + dir.path().string() + "' --vocab-size 267 --out '" +
+                                   out + "' 2>&1", &log), 2);
+  EXPECT_NE(log.find("--overwrite"), std::string::npos) << log;
+  EXPECT_EQ(run_command(sps + " tokenizer train '" + (dir / "nope") + "' --out '" +
+                                   (dir / "x") + "' 2>&1", &log), 2);
+  EXPECT_NE(log.find("nope: no such file"), std::string::npos) << log;
+  EXPECT_EQ(run_command(sps + " tokenizer train '" + dir.path().string() + "' --vocab-size 5000 --out '" +
+                                   (dir / "y") + "' 2>&1", &log), 2);
+  EXPECT_NE(log.find("too small"), std::string::npos) << log;
 }
 
 }  // namespace
