@@ -2,9 +2,10 @@
 // Runs a CUDA kernel's source on the CPU, so that the kernels written in the subset below
 // (ops/cuda/*.cuh) are tested on every build, GPU or not. One block at a time; each thread of
 // the block is a fiber (Boost.Context: a switch is a few instructions, no system call) on the
-// calling thread, and __syncthreads and warp shuffles switch fibers. Between two barriers the threads run one after another in a random order,
-// and shared memory starts as NaN, so a read that misses a barrier sees another thread's
-// stale or unwritten data and fails the test rather than passing by luck.
+// calling thread, and __syncthreads and warp shuffles switch fibers. Between two barriers the
+// threads run one after another in a random order, and shared memory starts as NaN, so a read
+// that misses a barrier sees another thread's stale or unwritten data and fails the test
+// rather than passing by luck.
 //
 // The subset: 1-D blocks, threadIdx/blockIdx/blockDim/gridDim, __syncthreads,
 // __shfl_xor_sync over whole warps, one dynamic shared-memory array
