@@ -12,12 +12,20 @@ namespace {
 // Which options a command takes besides --device.
 enum class Extra { none, precision, weight_type };
 
+// "--device cuda": the backends whose attention computes in bf16, in the registry's order.
+std::string bf16_attention_devices() {
+  std::string list;
+  for (const ops::BackendEntry& b : ops::backend_registry())
+    if (b.capabilities.bf16_attention) list += (list.empty() ? "" : " or ") + ("--device " + b.name);
+  return list.empty() ? "no backend" : list;
+}
+
 // The options and their one check: CLI11 keeps a single parse-complete callback per command.
 DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra,
                          const std::string& precision_help = "",
                          Bf16On bf16_on = Bf16On::every_device) {
   auto* choice = new DeviceChoice;  // lives as long as the process, like the App
-  command->add_option("--device", choice->device, "cpu (default) or cuda[:N], the GPU to run on")
+  command->add_option("--device", choice->device, "the device to run on: " + ops::device_forms())
       ->capture_default_str();
   if (extra == Extra::precision)
     command->add_option("--precision", choice->precision, precision_help)->capture_default_str();
@@ -43,8 +51,8 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra
     const ops::BackendCapabilities& can = ops::capabilities(device);
     for (const ops::Precision precision : parse_precisions(choice->precision))
       if (precision == ops::Precision::bf16 && !can.bf16_attention && bf16_on == Bf16On::gpu_only)
-        fail("--precision: bf16 here is the GPU's (--device cuda); on the CPU {} computes in fp32",
-             name);
+        fail("--precision: bf16 here is {}'s; on the {} backend {} computes in fp32", bf16_attention_devices(),
+             ops::backend_entry(device).title, name);
     if (ops::parse_weight_type(choice->weight_type, "--weight-type") != ops::WeightType::f32 &&
         !can.packed_weights)
       fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",

@@ -38,7 +38,7 @@ void register_train(CLI::App& app) {
                         "stop after this many steps (writing checkpoints/latest), as SIGTERM does")
       ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max()));
   train_cmd->add_option("--device", device,
-                        "cpu or cuda[:N]: the recipe's system.device for this run");
+                        "the recipe's system.device for this run: " + ops::device_forms());
   train_cmd->callback([] {
     const std::unique_ptr<Collective> collective = make_collective();
     const int ranks = collective->size();

@@ -14,9 +14,6 @@ std::string Device::name() const {
   return backend_entry(*this).indexed ? fmt::format("{}:{}", backend, index) : backend;
 }
 
-namespace {
-
-// "cpu, cuda or cuda:N (N = 0, 1, …)"
 std::string device_forms() {
   std::vector<std::string> forms;
   bool indexed = false;
@@ -28,8 +25,6 @@ std::string device_forms() {
   forms.pop_back();
   return fmt::format("{} or {}{}", fmt::join(forms, ", "), last, indexed ? " (N = 0, 1, …)" : "");
 }
-
-}  // namespace
 
 Device parse_device(const std::string& text, const std::string& what) {
   const size_t colon = text.find(':');

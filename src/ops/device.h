@@ -20,6 +20,9 @@ struct Device {
 // A backend's name, or an indexed backend's "name:N"; anything else is a UserError naming
 // `what` and listing the registry's forms ("expected cpu, cuda or cuda:N (N = 0, 1, …)").
 Device parse_device(const std::string& text, const std::string& what);
+// Every form a device takes, from the backend registry, for help and errors: "cpu, cuda or
+// cuda:N (N = 0, 1, …)".
+std::string device_forms();
 
 // Whether `text` names an indexed backend without an index ("cuda"): under a job launcher
 // each process then takes the device of its local rank.

@@ -92,7 +92,7 @@ TEST_P(RoutingFamilies, EqualsOneBackwardPerTargetAndK) {
     else EXPECT_DOUBLE_EQ(st.without_readout.ratio[0], st.all.ratio[0]) << st.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Analysis, RoutingFamilies, ::testing::ValuesIn(kFamilies));
+INSTANTIATE_TEST_SUITE_P(Analysis, RoutingFamilies, ::testing::ValuesIn(model_families()));
 
 // reverse_sps reads logits at the input slot, which comes before the predict slot of its
 // pair: L_p never reaches p's predict slot, so those targets are left out, not divided by 0.

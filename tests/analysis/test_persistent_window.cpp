@@ -61,7 +61,7 @@ TEST_P(WindowFamilies, OnlyPositionsBeyondOmegaMove) {
               1e-12);
 }
 
-INSTANTIATE_TEST_SUITE_P(Analysis, WindowFamilies, ::testing::ValuesIn(kFamilies));
+INSTANTIATE_TEST_SUITE_P(Analysis, WindowFamilies, ::testing::ValuesIn(model_families()));
 
 TEST(PersistentWindow, EosTermsAreNotCounted) {
   const ModelConfig c = micro_config("sps", 2);

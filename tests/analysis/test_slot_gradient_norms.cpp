@@ -145,7 +145,7 @@ TEST_P(ObserverFamilies, ContributionsSumToEveryParameterGradient) {
         << GetParam() << " slot " << s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Analysis, ObserverFamilies, ::testing::ValuesIn(kFamilies));
+INSTANTIATE_TEST_SUITE_P(Analysis, ObserverFamilies, ::testing::ValuesIn(model_families()));
 
 // The gradient of one position's NLL: linear in the weights (Σ_q keep_q / kept · g_q is the
 // full loss's gradient) and equal to finite differences of nll[q].

@@ -85,7 +85,7 @@ TEST(SpsCli, DeviceThatCannotRunIsOneLineAndStatus2) {
   EXPECT_EQ(out, "sps: " + recipe +
                      ": system.precision: 'fp16' is not a precision; expected fp32 or bf16\n");
   EXPECT_EQ(run_command(kSps + " bench attention --precision bf16 2>&1", &out), 2);
-  EXPECT_EQ(out, "sps: --precision: bf16 here is the GPU's (--device cuda); on the CPU sps bench "
+  EXPECT_EQ(out, "sps: --precision: bf16 here is --device cuda's; on the CPU backend sps bench "
                  "attention computes in fp32\n");
   EXPECT_EQ(run_command(kSps + " bench gemm --precision fp16 2>&1", &out), 2);
   EXPECT_EQ(out, "sps: --precision: 'fp16' is not a precision; expected fp32 or bf16\n");

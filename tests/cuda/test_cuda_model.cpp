@@ -28,7 +28,7 @@ const ops::Backend<float>& gpu() { return ops::backend_for({"cuda", 0}); }
 
 TEST(CudaModel, TrainingStepsMatchTheCpuBackend) {
   SPS_REQUIRE_GPU();
-  for (const std::string& family : testing::kFamilies)
+  for (const std::string& family : testing::model_families())
     for (const bool recompute : {false, true}) {
       SCOPED_TRACE(family + (recompute ? ", recomputed" : ""));
       testing::train_in_lockstep(testing::micro_config(family, 3), gpu(), recompute, close);
@@ -37,7 +37,7 @@ TEST(CudaModel, TrainingStepsMatchTheCpuBackend) {
 
 TEST(CudaModel, CachedGenerationMatchesTheCpuBackend) {
   SPS_REQUIRE_GPU();
-  for (const std::string& family : testing::kFamilies)
+  for (const std::string& family : testing::model_families())
     for (const int64_t omega : {-1, 3}) {
       SCOPED_TRACE(family + ", omega " + std::to_string(omega));
       testing::decode_in_lockstep(testing::micro_config(family, 2, omega), gpu(), close);
@@ -48,7 +48,7 @@ TEST(CudaModel, CachedGenerationMatchesTheCpuBackend) {
 // left-padded batch with documents, one token per step and in extends of four.
 TEST(CudaModel, CachedDecodeEqualsTheFullForwardOnTheGpu) {
   SPS_REQUIRE_GPU();
-  for (const std::string& family : testing::kFamilies) {
+  for (const std::string& family : testing::model_families()) {
     SCOPED_TRACE(family);
     const ModelConfig c = testing::micro_config(family, 2);
     Model<float> model(c, gpu());
@@ -65,7 +65,7 @@ TEST(CudaModel, CachedDecodeEqualsTheFullForwardOnTheGpu) {
 // (fixed-order kernels, one cuBLASLt algorithm per GEMM shape).
 TEST(CudaModel, TwoIdenticalStepsAreBitIdentical) {
   SPS_REQUIRE_GPU();
-  for (const std::string& family : testing::kFamilies) {
+  for (const std::string& family : testing::model_families()) {
     SCOPED_TRACE(family);
     const ModelConfig c = testing::micro_config(family, 3);
     Model<float> model(c, gpu());

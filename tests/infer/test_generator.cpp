@@ -91,7 +91,7 @@ TEST_P(GeneratorFamilies, GreedyIsDeterministicAndNeverEmitsPadOrPredict) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, GeneratorFamilies, ::testing::ValuesIn(kFamilies),
+INSTANTIATE_TEST_SUITE_P(All, GeneratorFamilies, ::testing::ValuesIn(model_families()),
                          [](const auto& info) { return info.param; });
 
 // Rows that draw from their whole row of logits do so side by side: the tokens do not depend

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/family.h"
 #include "model/model.h"
 #include "util/rng.h"
 
@@ -51,7 +52,15 @@ inline std::vector<int32_t> random_tokens(int64_t B, int64_t T, const ModelConfi
   return x;
 }
 
-inline const std::vector<std::string> kFamilies = {"standard", "sps", "reverse_sps",
-                                                   "delayed_state"};
+// Every model family of the registry (model/family.h), in its order: a new row is tested here too.
+inline const std::vector<std::string>& model_families() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const StudyFamily& e : study_families())
+      if (e.is_model_family()) n.push_back(e.name);
+    return n;
+  }();
+  return names;
+}
 
 }  // namespace sps::testing

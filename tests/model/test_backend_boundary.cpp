@@ -33,7 +33,7 @@ void bitwise_equal(const std::string& what, const std::vector<double>& a,
 }
 
 TEST(BackendBoundary, TrainingStepsPassOnlyTheBackendsMemoryAndMatchTheCpu) {
-  for (const std::string& family : testing::kFamilies) {
+  for (const std::string& family : testing::model_families()) {
     for (const bool recompute : {false, true}) {
       SCOPED_TRACE(family + (recompute ? ", recomputed" : ""));
       const CheckingBackend checking;
@@ -76,7 +76,7 @@ TEST(BackendBoundary, OptimizerStateRoundTripsThroughHostCopies) {
 // Cached generation on the checking backend (its logits reach the host through copies):
 // the CPU decoder's logits, and every op sees only the backend's memory.
 TEST(BackendBoundary, CachedGenerationPassesOnlyTheBackendsMemoryAndMatchesTheCpu) {
-  for (const std::string& family : testing::kFamilies) {
+  for (const std::string& family : testing::model_families()) {
     SCOPED_TRACE(family);
     const CheckingBackend checking;
     testing::decode_in_lockstep(testing::micro_config(family, 2), checking, bitwise_equal);
@@ -101,7 +101,7 @@ DecoderShape three_rows() {
 // without top-k, which copies the logits.
 TEST(BackendBoundary, TokensChosenWhereTheLogitsAreMatchSamplingTheCpuLogits) {
   const int64_t B = 3, P = 6, N = 5;
-  for (const std::string& family : testing::kFamilies) {
+  for (const std::string& family : testing::model_families()) {
     SCOPED_TRACE(family);
     const ModelConfig c = testing::micro_config(family, 2);
     const CheckingBackend checking;
@@ -154,7 +154,7 @@ TEST(BackendBoundary, TokensChosenWhereTheLogitsAreMatchSamplingTheCpuLogits) {
 // The FLOPs `sps bench generate` holds decode against (model/flops.h) are those the decoder's
 // ops are asked for in a step: every projection, the LM head and 4·D per attention pair.
 TEST(BackendBoundary, DecodeStepFlopsAreTheDecodersOps) {
-  for (const std::string& family : testing::kFamilies) {
+  for (const std::string& family : testing::model_families()) {
     SCOPED_TRACE(family);
     const ModelConfig c = testing::micro_config(family, 2);
     const CheckingBackend checking;
@@ -189,7 +189,7 @@ TEST(BackendBoundary, DecodeStepsPrefillsAndForksMakeAFixedNumberOfBackendCalls)
     int64_t prefill = 0, step = 0, fork = 0, step_downloads = 0;
     bool operator==(const Calls&) const = default;
   };
-  for (const std::string& family : testing::kFamilies) {
+  for (const std::string& family : testing::model_families()) {
     SCOPED_TRACE(family);
     const auto calls_of = [&](int64_t B, int64_t heads, int64_t P) {
       ModelConfig c = testing::micro_config(family, 2);

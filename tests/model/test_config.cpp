@@ -5,12 +5,14 @@
 
 #include <functional>
 
+#include "model_fixtures.h"
 #include "util/error.h"
 #include "util/temp_dir.h"
 
 namespace sps {
 namespace {
 
+using sps::testing::model_families;
 using sps::testing::TempDir;
 using sps::testing::write_whole_file;
 
@@ -198,7 +200,7 @@ TEST(ModelConfig, ValidationErrorsNameTheField) {
     EXPECT_CONFIG_ERROR(c.validate("F"), k.fragment);
   }
   // Every family name is accepted; a window at or beyond T (2× memory) and ω = 0 are fine.
-  for (const char* family : {"standard", "sps", "reverse_sps", "delayed_state"}) {
+  for (const std::string& family : model_families()) {
     ModelConfig c = good;
     c.family = family;
     c.window_size = 1000;

@@ -35,9 +35,9 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const std::string& f : kFamilies)
+  for (const std::string& f : model_families())
     for (int64_t w : {0, 1, 3, 20}) cases.push_back({f, w, -1});
-  for (const std::string& f : kFamilies) cases.push_back({f, 3, 2});
+  for (const std::string& f : model_families()) cases.push_back({f, 3, 2});
   return cases;
 }
 

@@ -26,7 +26,7 @@ std::vector<int32_t> padded(const std::vector<std::vector<int32_t>>& prompts, in
 }
 
 TEST(DecoderFork, ForkedRowsContinueAsIfTheyHadPrefilled) {
-  for (const std::string& family : kFamilies)
+  for (const std::string& family : model_families())
     for (int64_t w : {0, 2, 20}) {
       const ModelConfig c = micro_config(family, w);
       Model<float> model(c);

@@ -125,7 +125,7 @@ TEST_P(ModelBf16, PlannedStepAllocatesNothing) {
   EXPECT_EQ(allocation_count() - before, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ModelBf16, ::testing::ValuesIn(kFamilies));
+INSTANTIATE_TEST_SUITE_P(Families, ModelBf16, ::testing::ValuesIn(model_families()));
 
 // fp32 keeps no copies: its GEMMs read the weights themselves.
 TEST(ModelFp32, ConvertsNoWeights) {

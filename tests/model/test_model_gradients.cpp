@@ -44,8 +44,9 @@ TEST_P(ModelGradient, MatchesFiniteDifferences) {
 
 std::vector<GradCase> grad_cases() {
   std::vector<GradCase> cases{{"standard", 0}};
-  for (const std::string f : {"sps", "reverse_sps", "delayed_state"})
-    for (int64_t w : {0, 1, 3, 12}) cases.push_back({f, w});
+  for (const std::string& f : model_families())
+    if (family_by_name(f).interleaved)
+      for (int64_t w : {0, 1, 3, 12}) cases.push_back({f, w});
   return cases;
 }
 

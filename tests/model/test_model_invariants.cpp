@@ -256,7 +256,7 @@ TEST_P(ModelInvariants, FloatLogitsAreTheLmHeadsValues) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ModelInvariants, ::testing::ValuesIn(kFamilies),
+INSTANTIATE_TEST_SUITE_P(Families, ModelInvariants, ::testing::ValuesIn(model_families()),
                          [](const auto& info) { return info.param; });
 
 // The logits buffer holds one LM-head chunk: 256 rows on the CPU, 4,096 on a GPU, never

@@ -44,8 +44,9 @@ TEST_P(ModelVsNaive, LogitsAndLossMatch) {
 
 std::vector<NaiveCase> naive_cases() {
   std::vector<NaiveCase> cases{{"standard", 0, -1}, {"standard", 0, 3}};
-  for (const std::string f : {"sps", "reverse_sps", "delayed_state"})
-    for (int64_t w : {0, 1, 3, 12}) cases.push_back({f, w, -1});
+  for (const std::string& f : model_families())
+    if (family_by_name(f).interleaved)
+      for (int64_t w : {0, 1, 3, 12}) cases.push_back({f, w, -1});
   cases.push_back({"sps", 2, 0});
   cases.push_back({"sps", 4, 5});
   cases.push_back({"delayed_state", 3, 2});
