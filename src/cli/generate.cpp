@@ -140,6 +140,7 @@ struct Session {
                             {"completion", g.text},
                             {"prompt_tokens", g.prompt.size()},
                             {"completion_tokens", g.tokens.size()},
+                            {"completion_ids", g.tokens},
                             {"stop_reason", stop_reason_name(g.stop_reason)},
                             {"truncated", g.truncated}};
         if (!items[i].id.is_null()) j["id"] = items[i].id;
@@ -227,7 +228,9 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--prompt", a.prompt, "the prompt text (\"\" starts a new document)");
   cmd->add_option("--prompt-file", a.prompt_file, "read the prompt from a file (- for stdin)");
   cmd->add_option("--batch-file", a.batch_file,
-                  "JSON Lines of {\"prompt\": TEXT, \"id\": any}: write one JSON line per prompt");
+                  "JSON Lines of {\"prompt\": TEXT, \"id\": any}: write one JSON line per prompt "
+                  "(index, prompt, completion, prompt_tokens, completion_tokens, completion_ids, "
+                  "stop_reason, truncated, id)");
   cmd->add_option("--output", a.output, "where --batch-file results go (default: stdout)");
   cmd->add_option("--batch-size", a.batch_size, "prompts generated together in batch mode")
       ->check(CLI::Range(int64_t(1), int64_t(4096)));

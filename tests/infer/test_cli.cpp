@@ -172,6 +172,7 @@ TEST(GenerateCli, BatchFileWritesOneJsonLinePerPrompt) {
     EXPECT_EQ(rows[i]["prompt"], prompts[i]);
     EXPECT_EQ(rows[i]["stop_reason"], "length");
     EXPECT_EQ(rows[i]["completion_tokens"], 5);
+    EXPECT_EQ(rows[i]["completion_ids"].size(), 5u);
     // Batched (left-padded) generation equals each prompt alone.
     // (JSON holds UTF-8: ill-formed bytes become U+FFFD.)
     const std::string text = nlohmann::json(f.library(prompts[i], 5))

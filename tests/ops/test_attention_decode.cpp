@@ -134,11 +134,11 @@ struct Family {
   const char* name;
   int64_t streams, persistent_stream;
 };
-const Family model_families()[] = {{"standard", 1, 0}, {"sps", 2, 0}, {"predict_persistent", 2, 1}};
+const Family kFamilies[] = {{"standard", 1, 0}, {"sps", 2, 0}, {"predict_persistent", 2, 1}};
 
 TEST(AttentionDecode, EqualsTheTrainingMaskForEveryFamilyWindowAndOmega) {
   uint64_t seed = 1;
-  for (const Family& f : model_families())
+  for (const Family& f : kFamilies)
     for (int64_t w : {0, 1, 3, 200})
       for (int64_t omega : {-1, 0, 2}) {
         DecodeCase c;

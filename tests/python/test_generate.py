@@ -32,14 +32,15 @@ def test_the_same_generations_as_sps_generate(world, tmp_path, family, flags, kw
     want = cli_batch(world, tmp_path, family, *flags)
     got = sps.load(world.runs[family]).generate(PROMPTS, **kwargs)
     for g, w in zip(got, want):
-        assert (g.text, len(g.tokens), g.stop_reason, len(g.prompt_tokens)) == (
-            w["completion"], w["completion_tokens"], w["stop_reason"], w["prompt_tokens"])
+        assert (g.text, g.tokens.tolist(), g.stop_reason, len(g.prompt_tokens)) == (
+            w["completion"], w["completion_ids"], w["stop_reason"], w["prompt_tokens"])
 
 
 def test_a_bf16_kv_cache_generates_what_the_command_does(world, tmp_path):
     want = cli_batch(world, tmp_path, "sps", "--max-new-tokens", "12", "--kv-type", "bf16")
     got = sps.load(world.runs["sps"], kv_cache="bf16").generate(PROMPTS, max_new_tokens=12)
     assert [g.text for g in got] == [w["completion"] for w in want]
+    assert [g.tokens.tolist() for g in got] == [w["completion_ids"] for w in want]
 
 
 def test_one_prompt_streams_what_the_command_prints(world, sps_model):
@@ -67,6 +68,13 @@ def test_a_stream_goes_step_by_step_over_the_rows(sps_model):
     partial = sps_model.stream(["ab"], 50)
     first = [next(partial) for _ in range(3)]
     assert partial.results()[0].tokens.tolist() == [e.id for e in first]
+    # finish() generates the rest: the same rows as a stream run to its end.
+    rest = sps_model.stream(["ab", "the"], 5)
+    head = [next(rest) for _ in range(3)]
+    finished = rest.finish()
+    assert [g.tokens.tolist() for g in finished] == [r.tokens.tolist() for r in results]
+    assert [e.id for e in head] == [results[0].tokens[0], results[1].tokens[0], results[0].tokens[1]]
+    assert rest.stats["generated_tokens"] == 10
 
 
 def test_logprobs_are_the_models_log_softmax(sps_model):
