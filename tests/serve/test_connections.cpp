@@ -86,6 +86,12 @@ TEST(Connections, SlowClientsAreClosedAtTheirDeadlineAndHoldNothing) {
   EXPECT_EQ(health->status, 200);
   EXPECT_LT(seconds_since(start), 1.0);
   start = Clock::now();
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("sps_kv_cache_bytes_in_use"), std::string::npos);
+  EXPECT_LT(seconds_since(start), 1.0);
+  start = Clock::now();
   int status = 0;
   post_json(c, "/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 4}, {"temperature", 0}},
             &status);
