@@ -1,6 +1,7 @@
 #pragma once
 // `sps bench` workflows: they print measured numbers and assert nothing about time.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,13 @@ void run_gemm_bench(const ops::Device& device, ops::Precision precision, int64_t
 // s-scale blocks in each weight type, the types taken in turn each round: milliseconds per
 // pass, weight bytes read per second, that against the copy bandwidth, and each type's speed
 // against the first's.
+// With `shape`, the stack is `layers` weights of that one shape instead (a call's fixed cost
+// shows against its bytes).
+struct LinearShape {
+  int64_t out_dim = 0, in_dim = 0;
+};
 void run_linear_bench(const std::vector<ops::WeightType>& types, const std::vector<int64_t>& rows,
-                      int64_t layers, int repeats);
+                      int64_t layers, int repeats, const std::optional<LinearShape>& shape);
 
 struct StepBenchOptions {
   ModelConfig config;

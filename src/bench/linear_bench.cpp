@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,20 +20,21 @@ namespace {
 
 // The [out, in] shapes of one s-scale block's projections (d = 768, F = 2304): q/k/v, the
 // output, the fused gate and up, and down.
-constexpr int64_t kBlockShapes[][2] = {{2304, 768}, {768, 768}, {4608, 768}, {768, 2304}};
+const std::vector<LinearShape> kBlockShapes = {{2304, 768}, {768, 768}, {4608, 768}, {768, 2304}};
 
 // One weight type's weights for `layers` blocks, packed as the model packs them.
 struct PackedStack {
   ops::WeightType type;
-  std::vector<std::vector<uint8_t>> weights;  // layer-major, kBlockShapes order
+  std::vector<std::vector<uint8_t>> weights;  // layer-major, in the order of `shapes`
   int64_t bytes = 0;
 };
 
-PackedStack pack_stack(ops::WeightType type, int64_t layers) {
+PackedStack pack_stack(ops::WeightType type, int64_t layers,
+                       const std::vector<LinearShape>& shapes) {
   PackedStack stack{type, {}, 0};
   Rng rng(11);
   for (int64_t l = 0; l < layers; ++l)
-    for (const auto& [out_dim, in_dim] : kBlockShapes) {
+    for (const auto& [out_dim, in_dim] : shapes) {
       std::vector<float> rows(out_dim * in_dim);
       for (auto& v : rows) v = float(rng.normal() * 0.02);
       stack.weights.emplace_back(size_t(ops::packed_weight_bytes<float>(type, in_dim, out_dim)));
@@ -44,12 +46,12 @@ PackedStack pack_stack(ops::WeightType type, int64_t layers) {
 }
 
 // Seconds to multiply `rows` input rows through every weight of the stack once.
-double stack_seconds(const PackedStack& stack, int64_t rows, std::vector<float>& in,
-                     std::vector<float>& out) {
+double stack_seconds(const PackedStack& stack, const std::vector<LinearShape>& shapes,
+                     int64_t rows, std::vector<float>& in, std::vector<float>& out) {
   const double t0 = now_seconds();
   size_t i = 0;
   for (const auto& weight : stack.weights) {
-    const auto& [out_dim, in_dim] = kBlockShapes[i++ % std::size(kBlockShapes)];
+    const auto& [out_dim, in_dim] = shapes[i++ % shapes.size()];
     ops::linear_packed_forward(out.data(), in.data(), weight.data(), stack.type, rows, in_dim,
                                out_dim, false);
   }
@@ -59,27 +61,33 @@ double stack_seconds(const PackedStack& stack, int64_t rows, std::vector<float>&
 }  // namespace
 
 void run_linear_bench(const std::vector<ops::WeightType>& types, const std::vector<int64_t>& rows,
-                      int64_t layers, int repeats) {
+                      int64_t layers, int repeats, const std::optional<LinearShape>& shape) {
+  const std::vector<LinearShape> shapes = shape ? std::vector<LinearShape>{*shape} : kBlockShapes;
   std::vector<PackedStack> stacks;
-  for (const ops::WeightType type : types) stacks.push_back(pack_stack(type, layers));
-  std::vector<float> in(rows.empty() ? 0 : *std::max_element(rows.begin(), rows.end()) * 4608),
+  for (const ops::WeightType type : types) stacks.push_back(pack_stack(type, layers, shapes));
+  int64_t widest = 0;
+  for (const auto& [out_dim, in_dim] : shapes) widest = std::max({widest, out_dim, in_dim});
+  std::vector<float> in(rows.empty() ? 0 : *std::max_element(rows.begin(), rows.end()) * widest),
       out(in.size());
   Rng rng(12);
   for (auto& v : in) v = float(rng.normal());
   const double bandwidth = measure_copy_bandwidth();
   const std::string kernels = ops::backend_entry(ops::Device{}).describe();
   fmt::print(
-      "{}\nthe packed linear alone: the projections of {} s-scale blocks, {} threads; median of "
-      "{} rounds, the weight types taken in turn; copy bandwidth {:.1f} GB/s\n",
-      kernels.substr(0, kernels.find('\n')), layers, omp_get_max_threads(), repeats,
-      bandwidth / 1e9);
+      "{}\nthe packed linear alone: {}, {} threads; median of {} rounds, the weight types taken "
+      "in turn; copy bandwidth {:.1f} GB/s\n",
+      kernels.substr(0, kernels.find('\n')),
+      shape ? fmt::format("{} weights of {} × {} (out × in), one multiply each", layers,
+                          shape->out_dim, shape->in_dim)
+            : fmt::format("the projections of {} s-scale blocks", layers),
+      omp_get_max_threads(), repeats, bandwidth / 1e9);
   fmt::print("{:>5} {:>8} {:>10} {:>10} {:>12} {:>11} {:>10}\n", "rows", "weights", "MB", "ms",
              "weight GB/s", "of copy BW", "vs first");
   for (const int64_t r : rows) {
     std::vector<std::vector<double>> seconds(stacks.size());
     for (int round = 0; round <= repeats; ++round)
       for (size_t s = 0; s < stacks.size(); ++s) {
-        const double t = stack_seconds(stacks[s], r, in, out);
+        const double t = stack_seconds(stacks[s], shapes, r, in, out);
         if (round > 0) seconds[s].push_back(t);  // round 0 warms up
       }
     const double first = median(seconds[0]);

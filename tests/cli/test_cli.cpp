@@ -169,6 +169,19 @@ TEST(SpsCli, BenchLinearTimesEachWeightTypeAndRowCount) {
   EXPECT_EQ(run_command(kSps + " bench linear --weight-type int4 2>&1", &out), 2);
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   EXPECT_NE(out.find("int4"), std::string::npos) << out;
+  // --shape: weights of one shape (40 columns: a narrow last panel too); bad shapes and too
+  // many s blocks are one line each.
+  ASSERT_EQ(run_command(kSps + " bench linear --shape 40x96 --layers 3 --rows 2 --repeats 1 "
+                               "--weight-type f32 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("3 weights of 40 × 96 (out × in)"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n    2      f32 "), std::string::npos) << out;
+  for (const char* bad : {"40", "40x", "x96", "40x96x2", "0x96", "40x-1", "40x70000", "ax96"}) {
+    EXPECT_EQ(run_command(kSps + " bench linear --shape " + std::string(bad) + " 2>&1", &out), 2);
+    EXPECT_EQ(out, "sps: --shape: '" + std::string(bad) +
+                       "' is not a shape; expected OUTxIN, e.g. 768x2304 (each 1 to 65536)\n");
+  }
+  EXPECT_EQ(run_command(kSps + " bench linear --layers 97 2>&1", &out), 2);
+  EXPECT_EQ(out, "sps: --layers: at most 96 s-scale blocks (more with --shape)\n");
 }
 
 // bench attention --decode times one decode step's attention for standard and sps, over an f32
