@@ -35,16 +35,16 @@ double measure_backend_gemm_gflops(const ops::Backend<float>& backend, int64_t n
 // operands (measure_backend_gemm_gflops).
 void run_gemm_bench(const ops::Device& device, ops::Precision precision, int64_t n, int repeats);
 
+// A weight's [out, in] dimensions.
+struct LinearShape {
+  int64_t out_dim = 0, in_dim = 0;
+};
 // `sps bench linear`: the packed inference linear alone (ops.h linear_packed_forward, the
 // kernels of decode and prefill) on `rows` input rows through the projections of `layers`
 // s-scale blocks in each weight type, the types taken in turn each round: milliseconds per
 // pass, weight bytes read per second, that against the copy bandwidth, and each type's speed
-// against the first's.
-// With `shape`, the stack is `layers` weights of that one shape instead (a call's fixed cost
-// shows against its bytes).
-struct LinearShape {
-  int64_t out_dim = 0, in_dim = 0;
-};
+// against the first's. With `shape`, through `layers` weights of that one shape instead (a
+// call's fixed cost shows against its bytes).
 void run_linear_bench(const std::vector<ops::WeightType>& types, const std::vector<int64_t>& rows,
                       int64_t layers, int repeats, const std::optional<LinearShape>& shape);
 

@@ -16,7 +16,8 @@ enum class Extra { none, precision, weight_type };
 std::string bf16_attention_devices() {
   std::string list;
   for (const ops::BackendEntry& b : ops::backend_registry())
-    if (b.capabilities.bf16_attention) list += (list.empty() ? "" : " or ") + ("--device " + b.name);
+    if (b.capabilities.bf16_attention)
+      list += (list.empty() ? "" : " or ") + ("--device " + b.name);
   return list.empty() ? "no backend" : list;
 }
 
@@ -51,8 +52,8 @@ DeviceChoice& add_choice(CLI::App* command, const std::string& name, Extra extra
     const ops::BackendCapabilities& can = ops::capabilities(device);
     for (const ops::Precision precision : parse_precisions(choice->precision))
       if (precision == ops::Precision::bf16 && !can.bf16_attention && bf16_on == Bf16On::gpu_only)
-        fail("--precision: bf16 here is {}'s; on the {} backend {} computes in fp32", bf16_attention_devices(),
-             ops::backend_entry(device).title, name);
+        fail("--precision: bf16 here is {}'s; on the {} backend {} computes in fp32",
+             bf16_attention_devices(), ops::backend_entry(device).title, name);
     if (ops::parse_weight_type(choice->weight_type, "--weight-type") != ops::WeightType::f32 &&
         !can.packed_weights)
       fail("--weight-type {}: the CPU backend's packed weights only; {} keeps f32 weights",

@@ -73,7 +73,8 @@ def test_a_stream_goes_step_by_step_over_the_rows(sps_model):
     head = [next(rest) for _ in range(3)]
     finished = rest.finish()
     assert [g.tokens.tolist() for g in finished] == [r.tokens.tolist() for r in results]
-    assert [e.id for e in head] == [results[0].tokens[0], results[1].tokens[0], results[0].tokens[1]]
+    first_steps = [results[0].tokens[0], results[1].tokens[0], results[0].tokens[1]]
+    assert [e.id for e in head] == first_steps
     assert rest.stats["generated_tokens"] == 10
 
 
