@@ -82,12 +82,4 @@ inline const BackendCapabilities& capabilities(const Device& device) {
   return backend_entry(device).capabilities;
 }
 
-// The entries the backends' folders define.
-namespace cpu {
-BackendEntry registry_entry();
-}
-namespace cuda {
-BackendEntry registry_entry();
-}
-
 }  // namespace sps::ops
