@@ -9,6 +9,11 @@
 
 namespace sps {
 
+namespace {
+// Positions of new tokens the RoPE tables cover beyond the prompts at first.
+constexpr int64_t kRopeGrowth = 4096;
+}  // namespace
+
 template <typename T>
 __int128 Decoder<T>::memory_bytes(const Model<T>& model, const DecoderShape& shape) {
   const ModelConfig& c = model.config();
@@ -64,8 +69,10 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
                                shape.batch, longest));
   cache_.allocate(cache_shape);
 
+  // RoPE tables for the prompts and a first stretch of new tokens; extend() grows them as
+  // positions come (a generation of a million tokens that stops early computes few).
   rope_positions_ = longest;
-  model_.cover_rope_positions(rope_positions_);
+  model_.cover_rope_positions(std::min(longest, shape.max_prompt_tokens + kRopeGrowth));
 
   const int64_t B = shape.batch, rows = B * shape.max_chunk_tokens * Q_;
   step_inputs_host_.assign(size_t(2 * rows), 0);
@@ -235,6 +242,12 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
   SPS_ASSERT(B >= 1 && B <= shape_.batch);
   SPS_ASSERT(K >= 1 && K <= shape_.max_chunk_tokens);
   const int64_t ring_capacity = cache_.shape().ring_capacity;
+  int64_t positions_needed = 0;
+  for (int64_t b = 0; b < B; ++b)
+    positions_needed = std::max(positions_needed, next_position_[b] + K);
+  if (positions_needed > model_.rope_positions())  // doubling: a few uploads in a long run
+    model_.cover_rope_positions(std::min(
+        rope_positions_, std::max(positions_needed, 2 * model_.rope_positions())));
   for (int64_t b = 0; b < B; ++b) {
     if (last_token_[b] == c.eos_token_id) cache_.clear(b);  // a new document starts here
     for (int64_t t = 0; t < K; ++t) {

@@ -297,5 +297,41 @@ TEST(Decoder, RunsPastBlockSize) {
   for (int64_t v = 0; v < c.vocab_size; ++v) EXPECT_TRUE(std::isfinite(decoder.logits()[v]));
 }
 
+// The RoPE tables start with the prompts and 4,096 new positions (a long max_new_tokens costs
+// nothing up front) and grow as decoding passes them: the logits after the growth equal those
+// of the forward of another model with the same weights (whose tables the forward fills).
+TEST(Decoder, RopeTablesGrowAsPositionsCome) {
+  for (const std::string family : {"standard", "sps"}) {
+    ModelConfig c = micro_config(family, 3);
+    constexpr int64_t P = 5, T = 4200, kCheckedFrom = 4090;
+    c.block_size = T;
+    Model<float> model(c), reference(c);
+    randomize_weights(model, 7);
+    std::copy_n(model.weights(), model.params().total(), reference.weights());
+    const auto x = random_tokens(1, T, c, 41);
+    std::vector<double> expected(size_t(T * c.vocab_size));
+    reference.forward(x.data(), x.data(), 1, T, {nullptr, expected.data()});
+
+    DecoderShape shape;
+    shape.max_prompt_tokens = P;
+    shape.max_new_tokens = 1'000'000;
+    shape.max_chunk_tokens = 128;  // extends of 128 tokens: few calls
+    Decoder<float> decoder(model, shape);
+    EXPECT_EQ(model.rope_positions(), P + 4096) << family;
+    decoder.prefill(x.data(), P);
+    for (int64_t from = P; from < T; from += 128) {
+      const int64_t K = std::min<int64_t>(128, T - from);
+      decoder.extend(&x[size_t(from)], K);
+      for (int64_t t = 0; t < K; ++t)
+        if (from + t >= kCheckedFrom)
+          EXPECT_LT(max_relative_error(decoder.logits() + t * c.vocab_size,
+                                       expected.data() + (from + t) * c.vocab_size, c.vocab_size),
+                    DecodeTolerance<float>::value)
+              << family << " position " << from + t;
+    }
+    EXPECT_EQ(model.rope_positions(), 2 * (P + 4096)) << family;  // grown once, doubled
+  }
+}
+
 }  // namespace
 }  // namespace sps::testing
