@@ -248,6 +248,30 @@ TEST(ExperimentCli, ABenchmarkThatSharedTheMachineIsTimedAgain) {
             std::string::npos);
 }
 
+// The published tables (docs/results/*/results.md and .json) are what `sps experiment report`
+// makes of the records beside them, byte for byte: a copy of each folder without its report is
+// reported again and compared.
+TEST(ExperimentCli, PublishedResultsAreRebuiltExactlyFromTheirRecords) {
+  TempDir tmp;
+  int folders = 0;
+  const fs::path published = fs::path(SPS_SOURCE_DIR) / "docs" / "results";
+  for (const auto& entry : fs::recursive_directory_iterator(published)) {
+    if (entry.path().filename() != "matrix.yaml") continue;
+    const fs::path folder = entry.path().parent_path();
+    const fs::path copy = tmp.path() / std::to_string(folders++);
+    fs::copy(folder, copy, fs::copy_options::recursive);
+    for (const char* report : {"results.md", "results.json"}) fs::remove(copy / report);
+    std::string out;
+    ASSERT_EQ(run(kSpsBinary + " experiment report --no-figures " + copy.string(), &out), 0)
+        << folder << "\n" << out;
+    for (const char* report : {"results.md", "results.json"})
+      EXPECT_EQ(read_whole_file((copy / report).string()),
+                read_whole_file((folder / report).string()))
+          << folder / report << " is not what the report makes of its records";
+  }
+  EXPECT_GE(folders, 2);  // the tiny family table and the crossover at least
+}
+
 TEST(ExperimentCli, DryRunListsRunsWithoutRunning) {
   SmokeHome home;
   const fs::path out = home.dir.path() / "experiment";
