@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -143,20 +142,6 @@ void register_gemm_bench(CLI::App* bench) {
   });
 }
 
-// "768x2304": out × in, each 1 … 65,536; anything else is one line naming --shape.
-LinearShape parse_linear_shape(const std::string& text) {
-  const size_t x = text.find('x');
-  int64_t dims[2] = {0, 0};
-  for (int i = 0; i < 2 && x != std::string::npos; ++i) {
-    const std::string part = i == 0 ? text.substr(0, x) : text.substr(x + 1);
-    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), dims[i]);
-    if (error != std::errc() || end != part.data() + part.size()) dims[i] = 0;
-  }
-  if (dims[0] < 1 || dims[0] > 65536 || dims[1] < 1 || dims[1] > 65536)
-    fail("--shape: '{}' is not a shape; expected OUTxIN, e.g. 768x2304 (each 1 to 65536)", text);
-  return {dims[0], dims[1]};
-}
-
 void register_linear_bench(CLI::App* bench) {
   auto* linear = bench->add_subcommand(
       "linear", "the packed inference linear alone (decode's and prefill's projections, CPU)");
@@ -171,21 +156,24 @@ void register_linear_bench(CLI::App* bench) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
-  static std::string shape_text;
+  static std::vector<int64_t> shape_dims;
   linear->add_option("--layers", layers,
                      "s-scale blocks (at most 96), or with --shape weights, cycled through")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1024)));
-  linear->add_option("--shape", shape_text,
+  linear->add_option("--shape", shape_dims,
                      "OUTxIN: weights of this one shape instead of an s block's four (a call's "
-                     "fixed cost against its bytes)");
+                     "fixed cost against its bytes)")
+      ->delimiter('x')
+      ->expected(2)
+      ->check(CLI::Range(int64_t(1), int64_t(65536)));
   linear->add_option("--repeats", repeats, "timed rounds")->check(CLI::Range(1, 1000));
   linear->callback([] {
     std::vector<ops::WeightType> parsed;
     for (const std::string& name : types)
       parsed.push_back(ops::parse_weight_type(name, "--weight-type"));
     std::optional<LinearShape> shape;
-    if (!shape_text.empty()) shape = parse_linear_shape(shape_text);
+    if (!shape_dims.empty()) shape = LinearShape{shape_dims[0], shape_dims[1]};
     if (!shape && layers > 96) fail("--layers: at most 96 s-scale blocks (more with --shape)");
     run_linear_bench(parsed, rows, layers, repeats, shape);
   });
