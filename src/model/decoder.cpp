@@ -71,7 +71,7 @@ Decoder<T>::Decoder(Model<T>& model, const DecoderShape& shape)
 
   // RoPE tables for the prompts and a first stretch of new tokens; extend() grows them as
   // positions come (a generation of a million tokens that stops early computes few).
-  rope_positions_ = longest;
+  max_positions_ = longest;
   model_.cover_rope_positions(std::min(longest, shape.max_prompt_tokens + kRopeGrowth));
 
   const int64_t B = shape.batch, rows = B * shape.max_chunk_tokens * Q_;
@@ -247,14 +247,14 @@ void Decoder<T>::extend(const int32_t* tokens, int64_t K, int64_t rows) {
     positions_needed = std::max(positions_needed, next_position_[b] + K);
   if (positions_needed > model_.rope_positions())  // doubling: a few uploads in a long run
     model_.cover_rope_positions(std::min(
-        rope_positions_, std::max(positions_needed, 2 * model_.rope_positions())));
+        max_positions_, std::max(positions_needed, 2 * model_.rope_positions())));
   for (int64_t b = 0; b < B; ++b) {
     if (last_token_[b] == c.eos_token_id) cache_.clear(b);  // a new document starts here
     for (int64_t t = 0; t < K; ++t) {
       const int32_t token = tokens[b * K + t];
       SPS_ASSERT(token >= 0 && token < V_ && (token != c.eos_token_id || t == K - 1));
       const int64_t pos = next_position_[b] + t;
-      SPS_ASSERT(pos < rope_positions_);  // so the row's document fits the cache too
+      SPS_ASSERT(pos < max_positions_);  // so the row's document fits the cache too
       int32_t* slot_tokens = step_inputs_host_.data() + (b * K + t) * Q_;
       slot_tokens[0] = token;
       if (Q_ == 2) slot_tokens[1] = c.predict_token_id;

@@ -121,7 +121,7 @@ class Decoder {
   int64_t Q_ = 1, V_ = 0, d_ = 0, F_ = 0, H_ = 0, D_ = 0, L_ = 0;
   // Which of a position's two rows (its streams, Family::persistent_stream) each is.
   int64_t persistent_stream_ = 0, window_stream_ = 0, readout_stream_ = 0;
-  int64_t rope_positions_ = 0;
+  int64_t max_positions_ = 0;  // a row's positions stay below: the longest prompt plus new tokens
   KvCache<T> cache_;
   SlotLayout prompt_layout_;
   // A step's slot tokens [B·K·Q] then their positions [B·K·Q], built on the host.
