@@ -108,13 +108,16 @@ ordered_json seed_gap_json(const SeedGap& p, bool decayed) {
   j["gap"] = number(p.gap.mean);
   j["gap_half_width"] = number(p.gap.half_width);
   j["gaps_per_seed"] = p.gaps;
+  j["seeds_present"] = p.seeds_present;
   return j;
 }
 
 ordered_json trend_json(const GapTrend& t) {
-  ordered_json points = ordered_json::array(), decayed = ordered_json::array();
-  for (const SeedGap& p : t.points) points.push_back(seed_gap_json(p, false));
-  for (const SeedGap& p : t.decayed) decayed.push_back(seed_gap_json(p, true));
+  const auto gaps_json = [](const std::vector<SeedGap>& points, bool decayed) {
+    ordered_json out = ordered_json::array();
+    for (const SeedGap& p : points) out.push_back(seed_gap_json(p, decayed));
+    return out;
+  };
   const GapFit& f = t.fit;
   return {{"scale", t.scale},
           {"tokens", t.budget},
@@ -122,7 +125,8 @@ ordered_json trend_json(const GapTrend& t) {
           {"label", t.label},
           {"seeds", t.seeds},
           {"partial_runs", t.partial_runs},
-          {"points", points},
+          {"points", gaps_json(t.points, false)},
+          {"later_points", gaps_json(t.later_points, false)},
           {"crossovers", t.crossovers},
           {"fit",
            {{"pairs", f.pairs},
@@ -133,7 +137,8 @@ ordered_json trend_json(const GapTrend& t) {
             {"slope_half_width", number(f.slope_half_width)},
             {"residual_sd", number(f.residual_sd)},
             {"zero_tokens", number(f.zero_tokens)}}},
-          {"decayed", decayed}};
+          {"decayed", gaps_json(t.decayed, true)},
+          {"later_decayed", gaps_json(t.later_decayed, true)}};
 }
 
 }  // namespace

@@ -156,16 +156,25 @@ std::string per_seed(const SeedGap& p) {
   return s;
 }
 
-std::string seed_gap_table(const GapTrend& t, const std::vector<SeedGap>& points, bool decayed,
-                           int ci_percent) {
+// The shared points, then the later ones that only some seeds have reached.
+std::string seed_gap_table(const GapTrend& t, const std::vector<SeedGap>& shared,
+                           const std::vector<SeedGap>& later, bool decayed, int ci_percent) {
   std::string md = fmt::format("| {}tokens | standard | {} | gap | ± {}% | per seed |\n",
                                decayed ? "from | to " : "", t.label, ci_percent);
   md += decayed ? "|---|---|---|---|---|---|---|\n" : "|---|---|---|---|---|---|\n";
-  for (const SeedGap& p : points)
-    md += fmt::format("| {}{} | {} | {} | {} | {} | {} |\n",
-                      decayed ? tokens(double(p.from)) + " | " : "", tokens(double(p.tokens)),
-                      fixed(p.standard_nll, 4), fixed(p.group_nll, 4), signed_fixed(p.gap.mean, 4),
-                      fixed(p.gap.half_width, 4), per_seed(p));
+  for (const auto* points : {&shared, &later})
+    for (const SeedGap& p : *points)
+      md += fmt::format("| {}{} | {} | {} | {} | {} | {} |\n",
+                        decayed ? tokens(double(p.from)) + " | " : "", tokens(double(p.tokens)),
+                        fixed(p.standard_nll, 4), fixed(p.group_nll, 4),
+                        signed_fixed(p.gap.mean, 4), fixed(p.gap.half_width, 4), per_seed(p));
+  if (!later.empty())
+    md += fmt::format(
+        "\n{} from the seeds that have reached {} (— where a seed has not): {} over those "
+        "seeds{}.\n",
+        later.size() == 1 ? "The last row comes" : fmt::format("The last {} rows come", later.size()),
+        later.size() == 1 ? "it" : "them", later.size() == 1 ? "its means are" : "their means are",
+        decayed ? "" : ", and the crossing and the fit leave them out");
   return md;
 }
 
@@ -231,12 +240,12 @@ std::string trends_section(const ReportContent& content) {
     md += fmt::format("\n### Scale {}, {} tokens: {} against standard, seed{} {}{}\n\n", t.scale,
                       tokens(double(t.budget)), t.label, t.seeds.size() == 1 ? "" : "s", seeds,
                       partial.empty() ? "" : " (partial: " + partial + " not finished)");
-    md += seed_gap_table(t, t.points, false, ci_percent);
+    md += seed_gap_table(t, t.points, t.later_points, false, ci_percent);
     md += "\n" + trend_lines(t);
-    if (!t.decayed.empty()) {
+    if (!t.decayed.empty() || !t.later_decayed.empty()) {
       md += "\nAfter decay (a branch from the constant-LR run's checkpoint, learning rate "
             "decayed linearly to the end of the branch):\n\n";
-      md += seed_gap_table(t, t.decayed, true, ci_percent);
+      md += seed_gap_table(t, t.decayed, t.later_decayed, true, ci_percent);
     }
   }
   return md;

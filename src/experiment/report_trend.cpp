@@ -19,67 +19,93 @@ using BySeed = std::map<int64_t, const RunResults*>;
 
 using Pairs = std::vector<std::pair<const RunResults*, const RunResults*>>;
 
-// The gap over the seeds' pairs (group, standard) at one point, each run's NLL there by
-// `nll_of`.
-template <typename NllOf>
-SeedGap gap_of_pairs(const Pairs& pairs, double alpha, SeedGap point, NllOf nll_of) {
-  std::vector<double> group, standard;
+// One run's val NLL by key: an evaluation point's tokens, or where a decayed branch left the
+// constant-LR curve.
+using Curve = std::map<int64_t, double>;
+using CurvePairs = std::vector<std::pair<Curve, Curve>>;  // per seed: group, standard
+
+Curve val_curve(const RunResults* r) {
+  Curve c;
+  for (const ValPoint& p : r->val_curve) c[p.tokens] = p.val_nll;
+  return c;
+}
+
+Curve decayed_ends(const RunResults* r) {
+  Curve c;
+  for (const DecayedPoint& d : r->decayed) c[d.from] = d.val_nll;
+  return c;
+}
+
+// The gap at `key` over the pairs (one per seed): NaN for a pair without it in both runs,
+// which the means and the interval leave out.
+SeedGap gap_at(const CurvePairs& pairs, int64_t key, double alpha) {
+  SeedGap point;
+  point.tokens = key;
+  std::vector<double> group, standard, present;
   for (const auto& [g, s] : pairs) {
-    group.push_back(nll_of(g));
-    standard.push_back(nll_of(s));
+    const auto in_group = g.find(key), in_standard = s.find(key);
+    if (in_group == g.end() || in_standard == s.end()) {
+      point.gaps.push_back(RunResults::kMissing);
+      continue;
+    }
+    group.push_back(in_group->second);
+    standard.push_back(in_standard->second);
     point.gaps.push_back(group.back() - standard.back());
+    present.push_back(point.gaps.back());
   }
+  point.seeds_present = int64_t(present.size());
   point.group_nll = stats::mean(group);
   point.standard_nll = stats::mean(standard);
-  point.gap = stats::t_confidence_interval(point.gaps, alpha);
+  point.gap = stats::t_confidence_interval(present, alpha);
   return point;
 }
 
-// The gap at every point all of `pairs`' curves have (per seed: group, standard).
-std::vector<SeedGap> shared_gaps(const Pairs& pairs, double alpha) {
-  std::map<int64_t, int> count;  // tokens -> curves that have it
+// The gaps at the keys that both runs of at least one pair have: `shared` where every pair
+// has the key, `later` where only some do past the last shared key (runs still going; a hole
+// before it is left out).
+struct Gaps {
+  std::vector<SeedGap> shared, later;
+};
+Gaps gaps_of(const CurvePairs& pairs, double alpha) {
+  std::map<int64_t, int> count;  // key -> pairs that have it in both runs
   for (const auto& [g, s] : pairs)
-    for (const RunResults* r : {g, s})
-      for (const ValPoint& p : r->val_curve) ++count[p.tokens];
-  std::vector<SeedGap> out;
-  for (const auto& [point_tokens, n] : count) {
-    if (n != int(2 * pairs.size())) continue;
-    const int64_t tokens = point_tokens;  // named: a lambda captures it
-    SeedGap point;
-    point.tokens = tokens;
-    out.push_back(gap_of_pairs(pairs, alpha, point, [&](const RunResults* r) {
-      for (const ValPoint& p : r->val_curve)
-        if (p.tokens == tokens) return p.val_nll;
-      return RunResults::kMissing;
-    }));
-  }
+    for (const auto& [key, nll] : g)
+      if (s.contains(key)) ++count[key];
+  const int all = int(pairs.size());
+  int64_t last_shared = -1;
+  for (const auto& [key, n] : count)
+    if (n == all) last_shared = key;
+  Gaps out;
+  for (const auto& [key, n] : count)
+    if (n == all || key > last_shared)
+      (n == all ? out.shared : out.later).push_back(gap_at(pairs, key, alpha));
   return out;
 }
 
-// The decayed branches every run of the pairs finished.
-std::vector<SeedGap> decayed_gaps(const Pairs& pairs, double alpha) {
-  std::map<int64_t, int> count;
-  for (const auto& [g, s] : pairs)
-    for (const RunResults* r : {g, s})
-      for (const DecayedPoint& d : r->decayed) ++count[d.from];
-  std::vector<SeedGap> out;
-  for (const auto& [branch_from, n] : count) {
-    if (n != int(2 * pairs.size())) continue;
-    const int64_t from = branch_from;  // named: a lambda captures it
-    auto at = [&](const RunResults* r) {
-      for (const DecayedPoint& d : r->decayed)
-        if (d.from == from) return d;
-      return DecayedPoint{};
-    };
-    SeedGap point;
-    point.from = from;
-    point.tokens = at(pairs.front().first).tokens;
-    out.push_back(
-        gap_of_pairs(pairs, alpha, point, [&](const RunResults* r) { return at(r).val_nll; }));
-  }
-  return out;
+Gaps curve_gaps(const Pairs& pairs, double alpha) {
+  CurvePairs curves;
+  for (const auto& [g, s] : pairs) curves.push_back({val_curve(g), val_curve(s)});
+  return gaps_of(curves, alpha);
 }
 
+// The gaps at the ends of the decayed branches: `from` where a branch left the curve,
+// `tokens` where it ended (the same in every run that has it).
+Gaps decayed_gaps(const Pairs& pairs, double alpha) {
+  CurvePairs ends;
+  std::map<int64_t, int64_t> end_tokens;
+  for (const auto& [g, s] : pairs) {
+    ends.push_back({decayed_ends(g), decayed_ends(s)});
+    for (const RunResults* r : {g, s})
+      for (const DecayedPoint& d : r->decayed) end_tokens.emplace(d.from, d.tokens);
+  }
+  Gaps out = gaps_of(ends, alpha);
+  for (auto* points : {&out.shared, &out.later})
+    for (SeedGap& p : *points) {
+      p.from = p.tokens;
+      p.tokens = end_tokens.at(p.from);
+    }
+  return out;
+}
 
 }  // namespace
 
@@ -155,7 +181,11 @@ std::vector<GapTrend> analyse_trends(const Runs& runs, double alpha) {
             if (r->partial) trend.partial_runs.push_back(r->record.name);
         }
         if (pairs.empty()) continue;
-        trend.points = shared_gaps(pairs, alpha);
+        Gaps curve = curve_gaps(pairs, alpha), decayed = decayed_gaps(pairs, alpha);
+        trend.points = std::move(curve.shared);
+        trend.later_points = std::move(curve.later);
+        trend.decayed = std::move(decayed.shared);
+        trend.later_decayed = std::move(decayed.later);
         std::vector<GapPoint> mean_gap;
         for (const SeedGap& p : trend.points) mean_gap.push_back({p.tokens, p.gap.mean});
         trend.crossovers = sign_changes(mean_gap);
@@ -165,7 +195,6 @@ std::vector<GapTrend> analyse_trends(const Runs& runs, double alpha) {
           if (p.tokens >= fit_from && p.tokens > 0)
             for (const double gap : p.gaps) fit_pairs.push_back({p.tokens, gap});
         trend.fit = fit_gap(fit_pairs, alpha);
-        trend.decayed = decayed_gaps(pairs, alpha);
         trends.push_back(std::move(trend));
       }
   }

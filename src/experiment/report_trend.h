@@ -4,7 +4,9 @@
 // evaluation point all of those runs share (mean over seeds and its t-interval), where the
 // mean gap changes sign, a least-squares line through the per-seed gaps of the curve's
 // second half, and the gap after each decayed branch. Runs still training count with the
-// curve they have so far, and the trend says it is partial.
+// curve they have so far, and the trend says it is partial: the points past the last shared
+// one, which only some seeds have reached, are listed apart (with the seeds they have) and
+// left out of the crossing and the fit.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,8 +20,9 @@ struct SeedGap {
   int64_t tokens = 0;                      // an evaluation point, or a decayed branch's end
   int64_t from = 0;                        // decayed branches: where they left the constant-LR run
   double group_nll = 0, standard_nll = 0;  // means over the seeds
-  std::vector<double> gaps;                // group − standard, one per seed (ascending seed)
-  stats::ConfidenceInterval gap;           // mean ± t-interval (half width NaN with one seed)
+  std::vector<double> gaps;  // group − standard, one per seed (ascending seed); NaN: not there
+  int64_t seeds_present = 0;      // the gaps that are not NaN
+  stats::ConfidenceInterval gap;  // mean ± t-interval over them (half width NaN with one)
 };
 
 // gap = intercept + slope · tokens / 10^6 fitted by least squares to (tokens, gap) pairs.
@@ -38,9 +41,11 @@ struct GapTrend {
   std::vector<int64_t> seeds;             // those both groups have
   std::vector<std::string> partial_runs;  // runs of the trend that are not done
   std::vector<SeedGap> points;            // the constant-LR curve's shared points
+  std::vector<SeedGap> later_points;      // past them, reached by some seeds only
   std::vector<double> crossovers;         // tokens where the mean gap changes sign
   GapFit fit;                             // over the points from half the last shared tokens on
   std::vector<SeedGap> decayed;           // branches every run of the trend has finished
+  std::vector<SeedGap> later_decayed;     // branches past them, finished by some seeds only
 };
 
 // The trends of every non-standard group with a standard group of the same scale and

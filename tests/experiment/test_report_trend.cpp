@@ -150,24 +150,56 @@ TEST(ReportTrend, GapIntervalCrossingFitAndDecayFromSyntheticRecords) {
 
 TEST(ReportTrend, RunsStillTrainingGivePartialCurves) {
   TempDir dir;
-  write_run(dir.path(), "standard", 1, "done", curve(1, false));
-  write_run(dir.path(), "standard", 2, "training", curve(2, false, 2));
-  write_run(dir.path(), "sps", 1, "done", curve(1, true));
-  write_run(dir.path(), "sps", 2, "training", curve(2, true, 3));
+  // Every run has a branch from 1M; seed 1's finished runs one from 4M too.
+  write_run(dir.path(), "standard", 1, "done", curve(1, false),
+            {{1000000, 1100000, 4.7}, {4000000, 4400000, 4.1}});
+  write_run(dir.path(), "standard", 2, "training", curve(2, false, 2), {{1000000, 1100000, 4.72}});
+  write_run(dir.path(), "sps", 1, "done", curve(1, true),
+            {{1000000, 1100000, 4.9}, {4000000, 4400000, 4.0}});
+  write_run(dir.path(), "sps", 2, "training", curve(2, true, 3), {{1000000, 1100000, 4.96}});
   const json j = report(dir.path());
   ASSERT_EQ(j["trends"].size(), 1u);
   const json& t = j["trends"][0];
   EXPECT_EQ(t["partial_runs"], json::array({"tiny_sps_w64_seed2", "tiny_standard_seed2"}));
   ASSERT_EQ(t["points"].size(), 3u);  // 0, 1M, 2M: what every run has
   EXPECT_EQ(t["points"].back()["tokens"], 2000000);
+  EXPECT_EQ(t["points"].back()["seeds_present"], 2);
+  // 3M and 4M: seed 1's pair only (sps seed 2 reached 3M, its standard did not).
+  ASSERT_EQ(t["later_points"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const json& p = t["later_points"][i];
+    const int m = 3 + i;
+    EXPECT_EQ(p["tokens"], m * 1000000);
+    EXPECT_EQ(p["seeds_present"], 1);
+    EXPECT_TRUE(p["gap_half_width"].is_null());
+    ASSERT_EQ(p["gaps_per_seed"].size(), 2u);
+    EXPECT_NEAR(p["gaps_per_seed"][0].get<double>(), 0.3 - 0.1 * m, 1e-12);
+    EXPECT_TRUE(p["gaps_per_seed"][1].is_null());
+    EXPECT_NEAR(p["gap"].get<double>(), 0.3 - 0.1 * m, 1e-12);
+    EXPECT_NEAR(p["standard_val_nll"].get<double>(), 5.0 - 0.2 * m, 1e-12);
+  }
+  // The crossing (seed 1 alone reaches 0 at 3M) and the fit keep to the shared points.
   EXPECT_TRUE(t["crossovers"].empty());
   EXPECT_EQ(t["fit"]["pairs"], 4);  // 1M and 2M, two seeds
+  ASSERT_EQ(t["decayed"].size(), 1u);
+  EXPECT_EQ(t["decayed"][0]["from"], 1000000);
+  EXPECT_NEAR(t["decayed"][0]["gap"].get<double>(), (0.2 + 0.24) / 2, 1e-12);
+  ASSERT_EQ(t["later_decayed"].size(), 1u);
+  EXPECT_EQ(t["later_decayed"][0]["from"], 4000000);
+  EXPECT_EQ(t["later_decayed"][0]["tokens"], 4400000);
+  EXPECT_EQ(t["later_decayed"][0]["seeds_present"], 1);
   // The statistics of finished runs still leave them out.
   EXPECT_EQ(j["runs_done"], 2);
   const std::string md = read_whole_file((dir.path() / "results.md").string());
-  EXPECT_NE(md.find("(partial: tiny_sps_w64_seed2, tiny_standard_seed2 not finished)"),
-            std::string::npos)
-      << md;
+  for (const std::string text :
+       {"(partial: tiny_sps_w64_seed2, tiny_standard_seed2 not finished)",
+        "| 4M | 4.2000 | 4.1000 | -0.1000 | — | -0.100, — |",
+        "The last 2 rows come from the seeds that have reached them (— where a seed has not): "
+        "their means are over those seeds, and the crossing and the fit leave them out.",
+        "| 4M | 4.4M | 4.1000 | 4.0000 | -0.1000 | — | -0.100, — |",
+        "The last row comes from the seeds that have reached it (— where a seed has not): its "
+        "means are over those seeds."})
+    EXPECT_NE(md.find(text), std::string::npos) << text << "\n" << md;
 }
 
 TEST(ReportTrend, FitNeedsThreePairsAndASpreadOfTokens) {
