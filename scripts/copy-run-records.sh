@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies the records of an experiment folder (what `sps experiment report` reads, without
 # checkpoints or logs) into another folder, e.g. docs/results/<matrix>, and rebuilds the
-# report there, so the published tables come from the records beside them:
+# report there with its figures, so the published tables come from the records beside them:
 #   matrix.yaml; runs/<name>/{run.json, eval.json, bench.json, train/metrics.jsonl,
 #   train/config.yaml, decay_<N>/metrics.jsonl, decay_<N>/config.yaml}
 # Runs still going are copied as far as they got (the report marks their curves partial).
@@ -12,6 +12,8 @@ set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: copy-run-records.sh EXPERIMENT_DIR DEST [SPS_BINARY]" >&2; exit 2; }
 src=$1 dest=$2 sps=${3:-$(dirname "$0")/../build/release/sps}
 [ -d "$src/runs" ] || { echo "copy-run-records: $src/runs: no such folder" >&2; exit 2; }
+command -v gnuplot > /dev/null ||
+  { echo "copy-run-records: gnuplot not found (make deps installs it): the figures need it" >&2; exit 2; }
 mkdir -p "$dest"
 src_abs=$(realpath "$src")
 sps_home=$(realpath -m "${SPS_HOME:-$HOME/.cache/sps}")
@@ -24,4 +26,5 @@ cp "$src/matrix.yaml" "$dest/"
     mkdir -p "$dest/$(dirname "$f")"
     sed -e "s|$src_abs/|\${EXPERIMENT_DIR}/|g" -e "s|$sps_home/|\${SPS_HOME}/|g" "$src/$f" > "$dest/$f"
   done
-"$sps" experiment report --no-figures "$dest"
+rm -rf "$dest/figures"  # no figure of an earlier copy stays unless drawn again
+"$sps" experiment report "$dest"

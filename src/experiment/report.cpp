@@ -28,10 +28,9 @@ void check_groups(const std::vector<RunResults>& runs, const fs::path& runs_dir)
     const RunRecord& b = *it->second;
     if (!fresh && (a.family != b.family || a.window != b.window || a.scale != b.scale ||
                    a.tokens != b.tokens))
-      fail(
-          "{}: group \"{}\" also holds run {} with another family, window, scale or token "
-          "budget; runs of one group may differ only by seed",
-          (runs_dir / a.name / "run.json").string(), a.group, b.name);
+      fail("{}: group \"{}\" also holds run {} with another family, window, scale or token "
+           "budget; runs of one group may differ only by seed",
+           (runs_dir / a.name / "run.json").string(), a.group, b.name);
   }
 }
 
@@ -64,7 +63,8 @@ void draw_figures(const std::string& dir, ReportContent& content) {
     return;
   }
   std::vector<std::string> skipped;
-  const std::vector<report::Figure> figures = report::plan_figures(content.cohorts, skipped);
+  const std::vector<report::Figure> figures =
+      report::plan_figures(content.cohorts, content.trends, content.options.alpha, skipped);
   for (const std::string& s : skipped) content.notes.push_back("skipped: " + s);
   if (figures.empty()) return;
   if (!gnuplot_available()) {

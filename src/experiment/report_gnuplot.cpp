@@ -15,6 +15,7 @@ std::string script_for(const Figure& f) {
   std::ostringstream s;
   s << gnuplot_png_header(f.title, f.xlabel, f.ylabel);
   s << "set key outside right top\nset grid\n";
+  if (f.y_range) s << fmt::format("set yrange [{}:{}]\n", f.y_range->first, f.y_range->second);
   if (!f.categories.empty()) {
     s << "set xrange [-0.5:" << f.categories.size() - 0.5 << "]\nset xtics (";
     for (size_t i = 0; i < f.categories.size(); ++i)
@@ -23,7 +24,12 @@ std::string script_for(const Figure& f) {
   }
   for (size_t i = 0; i < f.series.size(); ++i) {
     s << "$series" << i << " << EOD\n";
-    for (const auto& [x, y] : f.series[i].points) s << fmt::format("{} {}\n", x, y);
+    const FigureSeries& series = f.series[i];
+    for (size_t k = 0; k < series.points.size(); ++k) {
+      const auto [x, y] = series.points[k];
+      s << (series.y_errors.empty() ? fmt::format("{} {}\n", x, y)
+                                    : fmt::format("{} {} {}\n", x, y, series.y_errors[k]));
+    }
     s << "EOD\n";
   }
   s << "plot ";
@@ -33,11 +39,16 @@ std::string script_for(const Figure& f) {
                      gnuplot_quoted(f.reference_title));
     separator = ", ";
   }
-  for (size_t i = 0; i < f.series.size(); ++i, separator = ", ")
+  for (size_t i = 0; i < f.series.size(); ++i, separator = ", ") {
+    const FigureSeries& series = f.series[i];
+    const bool errors = !series.y_errors.empty();
+    const char* style = series.lines ? (errors ? "yerrorlines" : "linespoints")
+                                     : (errors ? "yerrorbars" : "points");
     s << separator
-      << fmt::format("$series{} with linespoints lw 2 lc rgb {} pt {} dt {} title {}", i,
-                     gnuplot_quoted(f.series[i].color), f.series[i].point_type,
-                     f.series[i].dash_type, gnuplot_quoted(f.series[i].title));
+      << fmt::format("$series{} with {} lw 2 lc rgb {} pt {} dt {} title {}", i, style,
+                     gnuplot_quoted(series.color), series.point_type, series.dash_type,
+                     gnuplot_quoted(series.title));
+  }
   s << "\n";
   return s.str();
 }

@@ -13,6 +13,8 @@ struct FigureSeries {
   std::string color = "#000000";  // "#rrggbb"
   int point_type = 7;             // gnuplot's pt
   int dash_type = 1;              // gnuplot's dt: 1 solid
+  bool lines = true;              // false: the points alone
+  std::vector<double> y_errors;   // when set, one per point: error bars of that half width
 };
 
 struct Figure {
@@ -21,6 +23,7 @@ struct Figure {
   std::vector<FigureSeries> series;
   std::vector<std::string> categories;  // when set, x is the index into these labels
   std::optional<double> reference_y;    // a dashed horizontal line (standard's level, zero)
+  std::optional<std::pair<double, double>> y_range;  // unset: gnuplot's own
   std::string reference_title;
 };
 

@@ -74,9 +74,8 @@ std::string seed_tests(const Cohort& c, const ReportOptions& o) {
       "Satterthwaite d.o.f.) and TOST equivalence within ±{} (both one-sided p < {}).\n\n",
       o.tost_margin, o.alpha);
   if (!c.tests.empty()) {
-    md +=
-        "| sps | against | Δ mean | t | d.o.f. | p (sps lower) | TOST p (> −margin, < +margin) "
-        "| equivalent |\n|---|---|---|---|---|---|---|---|\n";
+    md += "| sps | against | Δ mean | t | d.o.f. | p (sps lower) | TOST p (> −margin, < +margin) "
+          "| equivalent |\n|---|---|---|---|---|---|---|---|\n";
     for (const SeedTest& t : c.tests)
       md += fmt::format("| {} | {} | {} | {} | {} | {} | {}, {} | {} |\n", t.sps_label,
                         t.other_label, signed_fixed(t.welch.difference, 4), fixed(t.welch.t, 3),
@@ -99,10 +98,9 @@ std::string crossover_line(const GroupSummary& g) {
   const double end = g.gap.back().gap;
   const std::string side = end < 0 ? "below" : end > 0 ? "above" : "level with";
   if (g.crossovers.empty())
-    return fmt::format(
-        "- {}: no crossover; {} standard throughout ({} shared points, gap at the "
-        "end {}).\n",
-        name, side, g.gap.size(), signed_fixed(end, 4));
+    return fmt::format("- {}: no crossover; {} standard throughout ({} shared points, gap at the "
+                       "end {}).\n",
+                       name, side, g.gap.size(), signed_fixed(end, 4));
   std::string at;
   for (size_t i = 0; i < g.crossovers.size(); ++i) at += (i ? ", " : "") + tokens(g.crossovers[i]);
   return fmt::format("- {}: crosses standard at {} tokens; {} it at the end (gap {}).\n", name, at,
@@ -172,7 +170,8 @@ std::string seed_gap_table(const GapTrend& t, const std::vector<SeedGap>& shared
     md += fmt::format(
         "\n{} from the seeds that have reached {} (— where a seed has not): {} over those "
         "seeds{}.\n",
-        later.size() == 1 ? "The last row comes" : fmt::format("The last {} rows come", later.size()),
+        later.size() == 1 ? "The last row comes"
+                          : fmt::format("The last {} rows come", later.size()),
         later.size() == 1 ? "it" : "them", later.size() == 1 ? "its means are" : "their means are",
         decayed ? "" : ", and the crossing and the fit leave them out");
   return md;

@@ -306,12 +306,14 @@ TEST(Report, FiguresAreDrawnOrNoted) {
     EXPECT_NE(md.find("gnuplot not found"), std::string::npos);
     return;
   }
-  for (const char* file : {"val_nll_tiny_4000.png", "gap_tiny_4000.png", "accuracy_gain.png"}) {
+  for (const char* file : {"val_nll_tiny_4000.png", "gap_tiny_4000.png", "accuracy_gain.png",
+                           "gap_by_seed_tiny_4000_tiny_sps_w64.png",
+                           "gap_by_seed_tiny_4000_tiny_delayed_state_w64.png"}) {
     const std::string png = read_whole_file((dir.path() / "figures" / file).string());
     EXPECT_EQ(png.substr(0, 4), "\x89PNG") << file;
     EXPECT_NE(md.find(std::string("(figures/") + file + ")"), std::string::npos) << file;
   }
-  EXPECT_EQ(j["figures"].size(), 3u);
+  EXPECT_EQ(j["figures"].size(), 5u);
   for (const auto& entry : fs::directory_iterator(dir.path() / "figures"))
     EXPECT_EQ(entry.path().extension(), ".png") << "leftover " << entry.path();
 }

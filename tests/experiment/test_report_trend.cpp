@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "experiment/report.h"
+#include "experiment/report_figures.h"
 #include "experiment/report_trend.h"
 #include "util/temp_dir.h"
 
@@ -212,6 +213,51 @@ TEST(ReportTrend, FitNeedsThreePairsAndASpreadOfTokens) {
   EXPECT_NEAR(f.intercept, 0.7, 1e-12);
   EXPECT_NEAR(f.residual_sd, 0.0, 1e-12);
   EXPECT_NEAR(f.zero_tokens, 3.5e6, 1e-3);
+}
+
+TEST(ReportTrend, GapBySeedFigureDrawsEachSeedTheMeanWithItsIntervalAndTheDecayedGaps) {
+  report::GapTrend t;
+  t.scale = "tiny";
+  t.budget = 4000000;
+  t.group = "tiny_sps_w64";
+  t.label = "sps w64";
+  t.family = "sps";
+  t.seeds = {1, 2};
+  const auto point = [](int64_t tokens, std::vector<double> gaps, double mean, double half) {
+    report::SeedGap p;
+    p.tokens = tokens;
+    p.gaps = std::move(gaps);
+    p.gap = {mean, half};
+    return p;
+  };
+  const double nan = std::nan("");
+  t.points = {point(1000000, {0.3, 0.5}, 0.4, 1.27), point(2000000, {0.2, 0.3}, 0.25, 0.64)};
+  t.later_points = {point(3000000, {0.1, nan}, 0.1, nan)};
+  t.decayed = {point(2200000, {0.15, 0.25}, 0.2, 0.64)};
+  std::vector<std::string> skipped;
+  const std::vector<report::Figure> figures = report::plan_figures({}, {t}, 0.10, skipped);
+  ASSERT_EQ(figures.size(), 1u);  // no cohort: no other figure
+  const report::Figure& f = figures[0];
+  EXPECT_EQ(f.file, "gap_by_seed_tiny_4000000_tiny_sps_w64.png");
+  ASSERT_EQ(f.series.size(), 4u);
+  using Points = std::vector<std::pair<double, double>>;
+  EXPECT_EQ(f.series[0].title, "seed 1");
+  EXPECT_EQ(f.series[0].points, (Points{{1, 0.3}, {2, 0.2}, {3, 0.1}}));  // past the shared ones
+  EXPECT_EQ(f.series[1].title, "seed 2");
+  EXPECT_EQ(f.series[1].points, (Points{{1, 0.5}, {2, 0.3}}));  // seed 2 has not reached 3M
+  EXPECT_EQ(f.series[2].title, "mean ± 90% over seeds");
+  EXPECT_EQ(f.series[2].points, (Points{{1, 0.4}, {2, 0.25}}));  // the shared points only
+  EXPECT_EQ(f.series[2].y_errors, (std::vector<double>{1.27, 0.64}));
+  EXPECT_EQ(f.series[3].title, "after decay, mean ± 90%");
+  EXPECT_FALSE(f.series[3].lines);
+  EXPECT_EQ(f.series[3].points, (Points{{2.2, 0.2}}));
+  EXPECT_EQ(f.series[3].y_errors, (std::vector<double>{0.64}));
+  ASSERT_TRUE(f.reference_y.has_value());
+  EXPECT_EQ(*f.reference_y, 0.0);
+  // The axis spans 0 to the largest gap (0.5) with a margin, whatever the intervals.
+  ASSERT_TRUE(f.y_range.has_value());
+  EXPECT_NEAR(f.y_range->first, -0.051, 1e-12);
+  EXPECT_NEAR(f.y_range->second, 0.551, 1e-12);
 }
 
 }  // namespace
