@@ -136,7 +136,10 @@ ordered_json trend_json(const GapTrend& t) {
             {"slope_per_million_tokens", number(f.slope)},
             {"slope_half_width", number(f.slope_half_width)},
             {"residual_sd", number(f.residual_sd)},
-            {"zero_tokens", number(f.zero_tokens)}}},
+            {"zero_tokens", number(f.zero_tokens)},
+            {"seed_slopes", f.seed_slopes},
+            {"seed_slope_mean", number(f.seed_slope.mean)},
+            {"seed_slope_half_width", number(f.seed_slope.half_width)}}},
           {"decayed", gaps_json(t.decayed, true)},
           {"later_decayed", gaps_json(t.later_decayed, true)}};
 }

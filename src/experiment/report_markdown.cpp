@@ -214,6 +214,16 @@ std::string trend_lines(const GapTrend& t) {
         tokens(double(f.first_tokens)), tokens(double(f.last_tokens)), f.pairs,
         signed_fixed(f.intercept, 4), f.slope < 0 ? "−" : "+", fixed(std::fabs(f.slope), 4),
         fixed(f.slope_half_width, 4), fixed(f.residual_sd, 4), zero);
+    if (f.seed_slopes.size() >= 2) {
+      std::string slopes;
+      for (size_t i = 0; i < f.seed_slopes.size(); ++i)
+        slopes += (i ? ", " : "") + signed_fixed(f.seed_slopes[i], 4);
+      md += fmt::format(
+          "- Slope seed by seed (each seed's line alone, over the same tokens): {} per 1M "
+          "tokens; mean {} ± {} over the seeds (n − 1 d.o.f.), the interval that counts each "
+          "seed's curve once.\n",
+          slopes, signed_fixed(f.seed_slope.mean, 4), fixed(f.seed_slope.half_width, 4));
+    }
   }
   return md;
 }

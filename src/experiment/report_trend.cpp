@@ -190,11 +190,20 @@ std::vector<GapTrend> analyse_trends(const Runs& runs, double alpha) {
         for (const SeedGap& p : trend.points) mean_gap.push_back({p.tokens, p.gap.mean});
         trend.crossovers = sign_changes(mean_gap);
         std::vector<std::pair<int64_t, double>> fit_pairs;
+        std::vector<std::vector<std::pair<int64_t, double>>> seed_pairs(pairs.size());
         const int64_t fit_from = trend.points.empty() ? 0 : trend.points.back().tokens / 2;
         for (const SeedGap& p : trend.points)
           if (p.tokens >= fit_from && p.tokens > 0)
-            for (const double gap : p.gaps) fit_pairs.push_back({p.tokens, gap});
+            for (size_t i = 0; i < p.gaps.size(); ++i) {
+              fit_pairs.push_back({p.tokens, p.gaps[i]});
+              seed_pairs[i].push_back({p.tokens, p.gaps[i]});
+            }
         trend.fit = fit_gap(fit_pairs, alpha);
+        // Each seed's own line: its slopes' spread over seeds is the uncertainty that counts a
+        // seed's curve once, where the pooled interval counts each of its points.
+        for (const auto& one_seed : seed_pairs)
+          trend.fit.seed_slopes.push_back(fit_gap(one_seed, alpha).slope);
+        trend.fit.seed_slope = stats::t_confidence_interval(trend.fit.seed_slopes, alpha);
         trends.push_back(std::move(trend));
       }
   }

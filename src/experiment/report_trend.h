@@ -20,8 +20,8 @@ struct SeedGap {
   int64_t tokens = 0;                      // an evaluation point, or a decayed branch's end
   int64_t from = 0;                        // decayed branches: where they left the constant-LR run
   double group_nll = 0, standard_nll = 0;  // means over the seeds
-  std::vector<double> gaps;  // group − standard, one per seed (ascending seed); NaN: not there
-  int64_t seeds_present = 0;      // the gaps that are not NaN
+  std::vector<double> gaps;   // group − standard, one per seed (ascending seed); NaN: not there
+  int64_t seeds_present = 0;  // the gaps that are not NaN
   stats::ConfidenceInterval gap;  // mean ± t-interval over them (half width NaN with one)
 };
 
@@ -33,6 +33,10 @@ struct GapFit {
   double slope_half_width = 0;      // two-sided (1 − alpha) t-interval, n − 2 d.o.f.
   double residual_sd = 0;
   double zero_tokens = 0;  // where the line is 0; NaN for a flat line
+  // A trend's fit only: each seed's slope fitted alone (NaN where a seed has too few points),
+  // and their mean ± t-interval over seeds (n − 1 d.o.f.).
+  std::vector<double> seed_slopes;
+  stats::ConfidenceInterval seed_slope{RunResults::kMissing, RunResults::kMissing};
 };
 
 struct GapTrend {

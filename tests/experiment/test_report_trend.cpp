@@ -127,6 +127,10 @@ TEST(ReportTrend, GapIntervalCrossingFitAndDecayFromSyntheticRecords) {
   EXPECT_NEAR(f["residual_sd"].get<double>(), std::sqrt(0.0006), 1e-12);
   EXPECT_NEAR(f["slope_half_width"].get<double>(), kT975With4Dof * std::sqrt(0.0006) / 2, 1e-9);
   EXPECT_NEAR(f["zero_tokens"].get<double>(), 3.2e6, 1e-3);
+  // Each seed's line alone has the same slope (their gaps differ by a constant): no spread.
+  ASSERT_EQ(f["seed_slopes"].size(), 2u);
+  for (const json& slope : f["seed_slopes"]) EXPECT_NEAR(slope.get<double>(), -0.1, 1e-12);
+  EXPECT_NEAR(f["seed_slope_half_width"].get<double>(), 0.0, 1e-12);
   // Only the branch every run finished: from 2M, gaps 0.1 and 0.14.
   ASSERT_EQ(t["decayed"].size(), 1u);
   const json& d = t["decayed"][0];
@@ -201,6 +205,31 @@ TEST(ReportTrend, RunsStillTrainingGivePartialCurves) {
         "The last row comes from the seeds that have reached it (— where a seed has not): its "
         "means are over those seeds."})
     EXPECT_NE(md.find(text), std::string::npos) << text << "\n" << md;
+}
+
+TEST(ReportTrend, SlopeSeedBySeedCountsEachSeedsCurveOnce) {
+  TempDir dir;
+  // sps seed 1 is standard's + 0.3 − 0.1·m, seed 2 standard's + 0.5 − 0.2·m: exact lines.
+  for (int seed : {1, 2}) {
+    std::vector<std::pair<int64_t, double>> sps = curve(seed, false);
+    for (auto& [tokens, nll] : sps)
+      nll += seed == 1 ? 0.3 - 0.1 * double(tokens) / 1e6 : 0.5 - 0.2 * double(tokens) / 1e6;
+    write_run(dir.path(), "standard", seed, "done", curve(seed, false));
+    write_run(dir.path(), "sps", seed, "done", sps);
+  }
+  const json f = report(dir.path())["trends"][0]["fit"];
+  ASSERT_EQ(f["seed_slopes"].size(), 2u);
+  EXPECT_NEAR(f["seed_slopes"][0].get<double>(), -0.1, 1e-12);
+  EXPECT_NEAR(f["seed_slopes"][1].get<double>(), -0.2, 1e-12);
+  EXPECT_NEAR(f["seed_slope_mean"].get<double>(), -0.15, 1e-12);
+  // sd of (−0.1, −0.2) is 0.05·√2; over √2 seeds: 0.05, times t_{0.975, 1}.
+  EXPECT_NEAR(f["seed_slope_half_width"].get<double>(), kT975With1Dof * 0.05, 1e-9);
+  const std::string md = read_whole_file((dir.path() / "results.md").string());
+  const std::string line =
+      "- Slope seed by seed (each seed's line alone, over the same tokens): -0.1000, -0.2000 per "
+      "1M tokens; mean -0.1500 ± 0.6353 over the seeds (n − 1 d.o.f.), the interval that counts "
+      "each seed's curve once.";
+  EXPECT_NE(md.find(line), std::string::npos) << md;
 }
 
 TEST(ReportTrend, FitNeedsThreePairsAndASpreadOfTokens) {
