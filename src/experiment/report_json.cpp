@@ -1,4 +1,5 @@
 // results.json: the report's numbers, machine-readable; null where a number is missing.
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -108,7 +109,8 @@ ordered_json seed_gap_json(const SeedGap& p, bool decayed) {
   j["gap"] = number(p.gap.mean);
   j["gap_half_width"] = number(p.gap.half_width);
   j["gaps_per_seed"] = p.gaps;
-  j["seeds_present"] = p.seeds_present;
+  j["seeds_present"] =
+      std::count_if(p.gaps.begin(), p.gaps.end(), [](double gap) { return !std::isnan(gap); });
   return j;
 }
 

@@ -53,7 +53,6 @@ SeedGap gap_at(const CurvePairs& pairs, int64_t key, double alpha) {
     point.gaps.push_back(group.back() - standard.back());
     present.push_back(point.gaps.back());
   }
-  point.seeds_present = int64_t(present.size());
   point.group_nll = stats::mean(group);
   point.standard_nll = stats::mean(standard);
   point.gap = stats::t_confidence_interval(present, alpha);

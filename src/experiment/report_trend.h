@@ -20,9 +20,8 @@ struct SeedGap {
   int64_t tokens = 0;                      // an evaluation point, or a decayed branch's end
   int64_t from = 0;                        // decayed branches: where they left the constant-LR run
   double group_nll = 0, standard_nll = 0;  // means over the seeds
-  std::vector<double> gaps;   // group − standard, one per seed (ascending seed); NaN: not there
-  int64_t seeds_present = 0;  // the gaps that are not NaN
-  stats::ConfidenceInterval gap;  // mean ± t-interval over them (half width NaN with one)
+  std::vector<double> gaps;  // group − standard, one per seed (ascending seed); NaN: not there
+  stats::ConfidenceInterval gap;  // mean ± t-interval over the gaps there (half width NaN with one)
 };
 
 // gap = intercept + slope · tokens / 10^6 fitted by least squares to (tokens, gap) pairs.
